@@ -1,0 +1,130 @@
+"""In-memory form of a typed knowledge graph and its question set.
+
+Every loader (STaRK, MetaQA, synthetic) produces these two objects; the Neo4j writer,
+the in-memory reference retrievers and the tests all consume them. Node ids are the
+dataset's own integer ids and are contiguous ``0..N-1`` (STaRK's are; MetaQA and the
+synthetic graphs number their entities that way).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Labels and relationship types are spliced into Cypher (they cannot be parameters),
+# so they are normalised to this alphabet and validated again before use.
+_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+
+
+def is_identifier(name: str) -> bool:
+    """True when ``name`` is safe to splice into Cypher as a label or relationship type."""
+    return bool(_IDENTIFIER.match(name))
+
+
+def to_identifier(name: str) -> str:
+    """Map a free-form type/relation name ('gene/protein', 'directed_by') to a Cypher identifier."""
+    cleaned = re.sub(r"[^A-Za-z0-9_]+", "_", name.strip()).strip("_")
+    if not cleaned:
+        raise ValueError(f"type name {name!r} has no letters or digits")
+    if not cleaned[0].isalpha():
+        cleaned = "T_" + cleaned
+    return cleaned[:64]
+
+
+@dataclass
+class KnowledgeGraph:
+    """A typed multi-relational graph with node text.
+
+    Edges are stored as given by the source (directed triples ``src -rel-> dst``);
+    retrieval treats them as undirected, and the Neo4j writer stores each
+    (undirected pair, relation) once.
+    """
+
+    name: str
+    node_names: list[str]
+    """Short display name of each node (entity name, paper title, product title)."""
+    node_texts: list[str]
+    """Document text of each node, the string that is embedded."""
+    node_type: np.ndarray
+    """int64 [N]: index into ``node_type_names``."""
+    node_type_names: list[str]
+    """Original node type names (e.g. 'gene/protein')."""
+    edge_src: np.ndarray
+    """int64 [E]: source node id of each triple."""
+    edge_dst: np.ndarray
+    """int64 [E]: target node id of each triple."""
+    edge_rel: np.ndarray
+    """int64 [E]: index into ``relation_names``."""
+    relation_names: list[str]
+    """Original relation names (e.g. 'directed_by', 'ppi')."""
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_names)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_src.shape[0])
+
+    def node_labels(self) -> list[str]:
+        """Cypher labels for the node types, in ``node_type_names`` order."""
+        return [to_identifier(t) for t in self.node_type_names]
+
+    def relation_types(self) -> list[str]:
+        """Cypher relationship types (upper snake case), in ``relation_names`` order."""
+        return [to_identifier(r).upper() for r in self.relation_names]
+
+    def validate(self) -> None:
+        """Raise ValueError with a one-line reason when the arrays disagree."""
+        n = self.num_nodes
+        if len(self.node_texts) != n or self.node_type.shape[0] != n:
+            raise ValueError(
+                f"{self.name}: {n} names but {len(self.node_texts)} texts and "
+                f"{self.node_type.shape[0]} node types"
+            )
+        if not (self.edge_src.shape == self.edge_dst.shape == self.edge_rel.shape):
+            raise ValueError(f"{self.name}: edge_src/edge_dst/edge_rel lengths differ")
+        if self.num_edges:
+            lo = min(int(self.edge_src.min()), int(self.edge_dst.min()))
+            hi = max(int(self.edge_src.max()), int(self.edge_dst.max()))
+            if lo < 0 or hi >= n:
+                raise ValueError(
+                    f"{self.name}: edge refers to node id {hi if hi >= n else lo}, "
+                    f"outside 0..{n - 1}"
+                )
+            if int(self.edge_rel.min()) < 0 or int(self.edge_rel.max()) >= len(self.relation_names):
+                raise ValueError(f"{self.name}: edge relation id outside 0..{len(self.relation_names) - 1}")
+        if n and (int(self.node_type.min()) < 0 or int(self.node_type.max()) >= len(self.node_type_names)):
+            raise ValueError(f"{self.name}: node type id outside 0..{len(self.node_type_names) - 1}")
+
+
+@dataclass
+class Query:
+    """One question with its gold answers (node ids)."""
+
+    id: int
+    text: str
+    answers: list[int]
+    topic: list[int] = field(default_factory=list)
+    """Node ids of the topic entity when the dataset marks it (MetaQA's [brackets])."""
+    hops: int | None = None
+    """Number of hops when the dataset says (MetaQA 1/2/3), else None."""
+    qtype: str | None = None
+    """Question type / relation-path label where the dataset has one."""
+
+
+@dataclass
+class QASet:
+    """Questions of a dataset and its splits (lists of query ids)."""
+
+    name: str
+    queries: dict[int, Query]
+    splits: dict[str, list[int]]
+    unknown_names: list[str] = field(default_factory=list)
+    """Entity names in the question file that match no node (reported, not fatal)."""
+
+    def split(self, name: str) -> list[Query]:
+        if name not in self.splits:
+            raise KeyError(f"{self.name} has no split {name!r}; available: {sorted(self.splits)}")
+        return [self.queries[i] for i in self.splits[name] if i in self.queries]

@@ -1,0 +1,87 @@
+"""Which Neo4j to talk to, and a driver with errors a user can act on.
+
+``NEO4J_URI`` set: that server (Docker, remote, Aura) is used and nothing is started.
+Unset: the project's local server (``seeder-dgl neo4j start``) on ``bolt://127.0.0.1:$SEEDER_NEO4J_PORT``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from neo4j import Driver, GraphDatabase
+from neo4j.exceptions import AuthError, ClientError, DriverError, Neo4jError, ServiceUnavailable
+
+from seeder_dgl.errors import SeederError
+
+
+class Neo4jUnavailable(SeederError):
+    """The database cannot be reached or refused us."""
+
+
+@dataclass(frozen=True)
+class Neo4jSettings:
+    uri: str
+    user: str
+    password: str
+    database: str | None = None
+    external: bool = False
+    """True when NEO4J_URI names the server: the project must not start or stop one."""
+
+    @classmethod
+    def from_env(cls) -> "Neo4jSettings":
+        uri = os.environ.get("NEO4J_URI")
+        port = os.environ.get("SEEDER_NEO4J_PORT", "7687")
+        return cls(
+            uri=uri or f"bolt://127.0.0.1:{port}",
+            user=os.environ.get("NEO4J_USER", "neo4j"),
+            password=os.environ.get("NEO4J_PASSWORD", "seeder-dgl"),
+            database=os.environ.get("NEO4J_DATABASE") or None,
+            external=bool(uri),
+        )
+
+
+def open_driver(settings: Neo4jSettings | None = None, verify: bool = True) -> Driver:
+    """A driver that has answered once, or a one-line ``Neo4jUnavailable``."""
+    s = settings or Neo4jSettings.from_env()
+    try:
+        driver = GraphDatabase.driver(s.uri, auth=(s.user, s.password), connection_timeout=10)
+    except (ValueError, DriverError) as exc:
+        raise Neo4jUnavailable(f"bad NEO4J_URI {s.uri!r}: {exc}") from exc
+    if verify:
+        try:
+            driver.verify_connectivity()
+        except AuthError as exc:
+            driver.close()
+            raise Neo4jUnavailable(
+                f"Neo4j at {s.uri} refused user {s.user!r}: set NEO4J_USER/NEO4J_PASSWORD to its credentials"
+            ) from exc
+        except (ServiceUnavailable, DriverError, OSError) as exc:
+            driver.close()
+            hint = ("check that server" if s.external
+                    else "start it with `seeder-dgl neo4j start`, or set NEO4J_URI to a running server")
+            raise Neo4jUnavailable(f"cannot reach Neo4j at {s.uri}: {hint}") from exc
+    return driver
+
+
+def describe_neo4j_error(exc: Exception, what: str) -> str:
+    """One line for a failed statement: the server's own reason, without the Java stack."""
+    if isinstance(exc, ServiceUnavailable):
+        return f"{what}: the connection to Neo4j was lost; check the server and run the command again"
+    if isinstance(exc, Neo4jError):
+        message = (exc.message or str(exc)).strip().splitlines()[0]
+        return f"{what}: {exc.code}: {message[:300]}"
+    return f"{what}: {exc}"
+
+
+def server_components(driver: Driver, database: str | None = None) -> dict[str, Any]:
+    """Name, versions and edition as ``CALL dbms.components()`` reports them."""
+    from seeder_dgl.graphstore.cypher import query
+
+    records, _, _ = driver.execute_query(query("admin/components"), database_=database)
+    row = records[0]
+    return {"name": row["name"], "versions": list(row["versions"]), "edition": row["edition"]}
+
+
+__all__ = ["Neo4jSettings", "Neo4jUnavailable", "open_driver", "describe_neo4j_error",
+           "server_components", "ClientError"]

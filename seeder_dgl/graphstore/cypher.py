@@ -1,0 +1,53 @@
+"""Every Cypher statement lives in ``cypher/<group>/<name>.cypher``; this module reads them.
+
+Values always travel as ``$parameters``. Labels, relationship types and index names cannot be
+parameters in Cypher, so a statement may contain ``{{placeholder}}`` slots; ``query`` fills them
+only with names that pass ``is_identifier`` (letters, digits, underscore), and refuses anything else.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from loaders.kg import is_identifier
+
+CYPHER_DIR = Path(__file__).resolve().parents[2] / "cypher"
+_SLOT = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
+
+
+class CypherTemplateError(ValueError):
+    """A statement is missing, or a spliced name is unsafe or missing."""
+
+
+@lru_cache(maxsize=None)
+def _read(name: str) -> str:
+    path = CYPHER_DIR / f"{name}.cypher"
+    if not path.is_file():
+        raise CypherTemplateError(f"no Cypher statement {name!r} (expected {path})")
+    # Comments (// ...) stay: Neo4j ignores them, and they make query logs readable.
+    return path.read_text().strip().rstrip(";")
+
+
+def slots(name: str) -> set[str]:
+    """The ``{{placeholder}}`` names a statement needs."""
+    return set(_SLOT.findall(_read(name)))
+
+
+def query(name: str, **identifiers: str) -> str:
+    """The statement ``cypher/<name>.cypher`` with its identifier slots filled and validated."""
+    text = _read(name)
+    needed = set(_SLOT.findall(text))
+    missing = needed - identifiers.keys()
+    if missing:
+        raise CypherTemplateError(f"{name}: no value for {sorted(missing)}")
+    for key in needed:
+        value = identifiers[key]
+        if not isinstance(value, str) or not is_identifier(value):
+            raise CypherTemplateError(f"{name}: {key}={value!r} is not a safe Cypher identifier")
+    return _SLOT.sub(lambda m: identifiers[m.group(1)], text)
+
+
+def all_statements() -> list[str]:
+    """Names of every statement file, for tests that check them all."""
+    return sorted(str(p.relative_to(CYPHER_DIR).with_suffix("")) for p in CYPHER_DIR.rglob("*.cypher"))

@@ -1,0 +1,350 @@
+"""The project's own local Neo4j server: Neo4j 5.26 Community from Maven Central, run on Java 17.
+
+`seeder-dgl neo4j start|stop|status` drives ``LocalNeo4j``. The jars are fetched once with
+Maven (``neo4j/pom.xml``) into ``<home>/lib``; the server runs
+``org.neo4j.server.CommunityEntryPoint`` in its own process session, so it outlives the command
+that started it, and is stopped through its pid file.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from seeder_dgl.errors import SeederError
+
+NEO4J_VERSION = "5.26.30"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+POM = REPO_ROOT / "neo4j" / "pom.xml"
+ENTRY_POINT = "org.neo4j.server.CommunityEntryPoint"
+ADMIN_TOOL = "org.neo4j.cli.AdminTool"
+
+
+class Neo4jServerError(SeederError):
+    """The local server could not be fetched, started or stopped."""
+
+
+def default_home() -> Path:
+    """Where jars, config, data and logs of the local server live (``SEEDER_NEO4J_HOME``)."""
+    return Path(os.environ.get("SEEDER_NEO4J_HOME", REPO_ROOT / ".neo4j")).expanduser().resolve()
+
+
+@dataclass
+class ServerSettings:
+    """How the local server is laid out and sized. Defaults suit a 2-core, 24 GB machine."""
+
+    home: Path
+    """Holds lib/ (jars, shared by every instance) and the instance folder."""
+    instance: str = "default"
+    """Name of the data/config/log folder under ``home``: tests use their own."""
+    port: int = 7687
+    """Bolt port on 127.0.0.1."""
+    user: str = "neo4j"
+    password: str = "seeder-dgl"
+    heap: str = "2g"
+    """JVM heap (-Xms/-Xmx). Ingest batches and vector queries live here."""
+    pagecache: str = "2g"
+    """Page cache: a Prime-scale graph with 384-d vectors is about 1.5 GB on disk."""
+
+    @classmethod
+    def from_env(cls, home: Path | None = None, instance: str = "default") -> "ServerSettings":
+        return cls(
+            home=home or default_home(),
+            instance=instance,
+            port=int(os.environ.get("SEEDER_NEO4J_PORT", "7687")),
+            user=os.environ.get("NEO4J_USER", "neo4j"),
+            password=os.environ.get("NEO4J_PASSWORD", "seeder-dgl"),
+            heap=os.environ.get("SEEDER_NEO4J_HEAP", "2g"),
+            pagecache=os.environ.get("SEEDER_NEO4J_PAGECACHE", "2g"),
+        )
+
+    @property
+    def uri(self) -> str:
+        return f"bolt://127.0.0.1:{self.port}"
+
+    @property
+    def lib_dir(self) -> Path:
+        return self.home / "lib"
+
+    @property
+    def instance_dir(self) -> Path:
+        return self.home / self.instance
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.instance_dir / "conf"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.instance_dir / "data"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.instance_dir / "logs"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.instance_dir / "neo4j.pid"
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = Path(java_home) / "bin" / "java" if java_home else None
+    if candidate is not None and candidate.exists():
+        return str(candidate)
+    found = shutil.which("java")
+    if not found:
+        raise Neo4jServerError(
+            "Java 17 was not found: install it (Debian: apt-get install openjdk-17-jre-headless) "
+            "or set NEO4J_URI to a running Neo4j"
+        )
+    return found
+
+
+def _java_major(java: str) -> int:
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    # 'openjdk version "17.0.15" 2025-04-15' -> 17
+    for token in out.replace('"', " ").split():
+        head = token.split(".")[0]
+        if head.isdigit() and "." in token:
+            return int(head)
+    return 0
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _bolt_answers(port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); treat it as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+class LocalNeo4j:
+    """Fetch, configure, start, stop and inspect one local Neo4j instance."""
+
+    def __init__(self, settings: ServerSettings | None = None):
+        self.settings = settings or ServerSettings.from_env()
+
+    # ---- jars -------------------------------------------------------------------------------
+    def jars_present(self) -> bool:
+        lib = self.settings.lib_dir
+        return (lib / f"neo4j-{NEO4J_VERSION}.jar").exists() and (lib / ".complete").exists()
+
+    def fetch(self, quiet: bool = True) -> Path:
+        """Copy Neo4j and its dependencies from Maven Central into ``lib/`` (once)."""
+        if self.jars_present():
+            return self.settings.lib_dir
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise Neo4jServerError(
+                "Maven was not found, so the Neo4j jars cannot be fetched: install it "
+                "(Debian: apt-get install maven) or set NEO4J_URI to a running Neo4j"
+            )
+        lib = self.settings.lib_dir
+        staging = lib.with_name("lib.partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        cmd = [mvn, "-B", "-f", str(POM), "dependency:copy-dependencies",
+               f"-DoutputDirectory={staging}", "-Dmdep.useRepositoryLayout=false"]
+        if quiet:
+            cmd.insert(1, "-q")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 or not (staging / f"neo4j-{NEO4J_VERSION}.jar").exists():
+            detail = [line for line in (proc.stdout + proc.stderr).splitlines() if "ERROR" in line]
+            reason = detail[0].strip() if detail else f"mvn exited {proc.returncode}"
+            shutil.rmtree(staging, ignore_errors=True)
+            raise Neo4jServerError(
+                f"could not fetch Neo4j {NEO4J_VERSION} from Maven Central ({reason[:200]}); "
+                "check the network or proxy, or set NEO4J_URI to a running Neo4j"
+            )
+        (staging / ".complete").write_text(NEO4J_VERSION)
+        shutil.rmtree(lib, ignore_errors=True)
+        os.replace(staging, lib)  # the folder appears whole or not at all
+        return lib
+
+    # ---- config -----------------------------------------------------------------------------
+    def write_config(self) -> None:
+        s = self.settings
+        for folder in (s.conf_dir, s.data_dir, s.logs_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        conf = "\n".join([
+            "# Written by seeder-dgl; edit SEEDER_NEO4J_* variables instead of this file.",
+            "server.default_listen_address=127.0.0.1",
+            f"server.bolt.listen_address=127.0.0.1:{s.port}",
+            f"server.bolt.advertised_address=127.0.0.1:{s.port}",
+            "server.http.enabled=false",
+            "server.https.enabled=false",
+            f"server.directories.data={s.data_dir}",
+            f"server.directories.logs={s.logs_dir}",
+            f"server.memory.pagecache.size={s.pagecache}",
+            "dbms.security.auth_enabled=true",
+            # No call home, no network: this machine has none and users may not want one.
+            "dbms.usage_report.enabled=false",
+            # Keep transaction logs small: the project re-ingests instead of restoring.
+            "db.tx_log.rotation.retention_policy=2 files",
+            "",
+        ])
+        tmp = s.conf_dir / "neo4j.conf.tmp"
+        tmp.write_text(conf)
+        os.replace(tmp, s.conf_dir / "neo4j.conf")
+
+    def _set_initial_password(self, java: str) -> None:
+        s = self.settings
+        if (s.data_dir / "dbms").exists():
+            return  # the auth store exists: the password was set on first start
+        env = dict(os.environ, NEO4J_HOME=str(s.instance_dir), NEO4J_CONF=str(s.conf_dir))
+        proc = subprocess.run(
+            [java, "-cp", f"{s.lib_dir}/*", ADMIN_TOOL, "dbms", "set-initial-password", s.password],
+            capture_output=True, text=True, env=env,
+        )
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise Neo4jServerError(f"could not set the initial Neo4j password: {tail[0][:200]}")
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.settings.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _pid_alive(pid) else None
+
+    def is_running(self) -> bool:
+        return self.pid() is not None
+
+    def preflight(self) -> str:
+        """Check what a start needs before fetching anything: Java 17+ and a free port. Returns java."""
+        java = _java()
+        major = _java_major(java)
+        if major and major < 17:
+            raise Neo4jServerError(f"Neo4j 5.26 needs Java 17 or newer, found Java {major} at {java}")
+        if self.pid() is None and _port_in_use(self.settings.port):
+            raise Neo4jServerError(
+                f"port {self.settings.port} on 127.0.0.1 is already in use by another process: stop it, "
+                "or pick another port with SEEDER_NEO4J_PORT"
+            )
+        return java
+
+    def start(self, timeout: float = 180.0) -> tuple[int, bool]:
+        """Start the server unless it runs already. Returns (pid, started_now)."""
+        s = self.settings
+        running = self.pid()
+        if running is not None:
+            if not self._wait_for_bolt(running, timeout):
+                raise Neo4jServerError(f"Neo4j (pid {running}) runs but Bolt does not answer on {s.uri}; "
+                                       f"see {s.logs_dir / 'neo4j.log'}")
+            return running, False
+        if s.pid_file.exists():
+            s.pid_file.unlink()  # stale: the process is gone
+        java = self.preflight()
+        self.fetch()
+        self.write_config()
+        self._set_initial_password(java)
+        cmd = [
+            java, f"-Xms{s.heap}", f"-Xmx{s.heap}", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError",
+            # Lucene's vector search uses the incubating Vector API when it is there.
+            "--add-modules=jdk.incubator.vector",
+            "-Dfile.encoding=UTF-8",
+            "-cp", f"{s.lib_dir}/*", ENTRY_POINT,
+            f"--home-dir={s.instance_dir}", f"--config-dir={s.conf_dir}",
+        ]
+        console = open(s.logs_dir / "console.log", "ab")
+        proc = subprocess.Popen(cmd, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=s.instance_dir, start_new_session=True)
+        console.close()
+        tmp = s.pid_file.with_suffix(".tmp")
+        tmp.write_text(str(proc.pid))
+        os.replace(tmp, s.pid_file)
+        if not self._wait_for_bolt(proc.pid, timeout, proc):
+            self.stop(quiet=True)
+            raise Neo4jServerError(
+                f"Neo4j did not start within {timeout:.0f} s: {self._log_tail()} "
+                f"(full log: {s.logs_dir / 'neo4j.log'})"
+            )
+        return proc.pid, True
+
+    def _wait_for_bolt(self, pid: int, timeout: float, proc: subprocess.Popen | None = None) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                return False
+            if proc is None and not _pid_alive(pid):
+                return False
+            if _bolt_answers(self.settings.port) and self._bolt_ready():
+                return True
+            time.sleep(0.5)
+        return False
+
+    def _bolt_ready(self) -> bool:
+        """Bolt accepting TCP is not enough: the default database must be online."""
+        from neo4j import GraphDatabase
+        from neo4j.exceptions import Neo4jError, DriverError
+
+        s = self.settings
+        try:
+            with GraphDatabase.driver(s.uri, auth=(s.user, s.password), connection_timeout=2) as driver:
+                driver.execute_query("RETURN 1")
+            return True
+        except (Neo4jError, DriverError, OSError):
+            return False
+
+    def _log_tail(self) -> str:
+        for name in ("console.log", "neo4j.log"):
+            path = self.settings.logs_dir / name
+            if path.exists():
+                lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+                errors = [ln for ln in lines if "ERROR" in ln or "Exception" in ln]
+                if errors or lines:
+                    return (errors or lines)[-1].strip()[:300]
+        return "no log output"
+
+    def stop(self, timeout: float = 60.0, quiet: bool = False) -> bool:
+        """Stop the server by pid (SIGTERM, then SIGKILL). Returns False when none was running."""
+        pid = self.pid()
+        if pid is None:
+            self.settings.pid_file.unlink(missing_ok=True)
+            return False
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _pid_alive(pid):
+            time.sleep(0.3)
+        if _pid_alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            time.sleep(0.5)
+        self.settings.pid_file.unlink(missing_ok=True)
+        return True

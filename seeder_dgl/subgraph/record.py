@@ -1,0 +1,57 @@
+"""The query subgraph: what K-hop-with-filtering extracts and what the policy trains on.
+
+A record holds only ids, structure and scores; node features are gathered from the
+dataset's embedding matrix (or from Neo4j at query time) when a batch is built, so the
+on-disk cache stays small. ``to_dgl`` turns a record into a ``dgl.graph``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class QuerySubgraph:
+    query_id: int
+    node_ids: np.ndarray
+    """int64 [n]: global node ids; seeds first, then nodes in the order K-hop selected them."""
+    hop: np.ndarray
+    """int8 [n]: 0 for seeds, h for nodes added at hop h."""
+    score: np.ndarray
+    """float32 [n]: seeds: cos(q, v); others: the K-hop-with-filtering score when selected."""
+    src: np.ndarray
+    """int64 [m]: local index of each edge's source; every edge appears in both directions."""
+    dst: np.ndarray
+    """int64 [m]: local index of each edge's target."""
+    rel: np.ndarray
+    """int64 [m]: relation id of each edge (the dataset's relation vocabulary)."""
+    labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """bool [n]: node is a gold answer (empty at query time)."""
+    num_answers: int = 0
+    """|A(q)|, also counting answers outside the subgraph (Recall divides by it)."""
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_ids.shape[0])
+
+    @property
+    def seed_mask(self) -> np.ndarray:
+        return self.hop == 0
+
+    def to_dgl(self, node_features: np.ndarray | None = None):
+        """A ``dgl.graph`` with ndata ``nid, hop, score, seed, label`` (and ``x``) and edata ``rel``."""
+        import dgl  # kept local: the model must import without DGL
+        import torch
+
+        g = dgl.graph((torch.from_numpy(self.src), torch.from_numpy(self.dst)), num_nodes=self.num_nodes)
+        g.ndata["nid"] = torch.from_numpy(self.node_ids)
+        g.ndata["hop"] = torch.from_numpy(self.hop.astype(np.int64))
+        g.ndata["score"] = torch.from_numpy(self.score.astype(np.float32))
+        g.ndata["seed"] = torch.from_numpy(self.seed_mask)
+        if self.labels.shape[0] == self.num_nodes:
+            g.ndata["label"] = torch.from_numpy(self.labels.astype(bool))
+        g.edata["rel"] = torch.from_numpy(self.rel)
+        if node_features is not None:
+            g.ndata["x"] = torch.from_numpy(np.ascontiguousarray(node_features[self.node_ids], dtype=np.float32))
+        return g

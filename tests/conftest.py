@@ -1,0 +1,141 @@
+"""Shared fixtures. The Neo4j server for the whole session comes from, in order:
+
+1. ``NEO4J_URI`` (with ``NEO4J_USER``/``NEO4J_PASSWORD``) when set;
+2. testcontainers' Neo4j container (official ``neo4j:5.26-community`` image) when a Docker engine answers;
+3. the project's own local server (``LocalNeo4j``), in its own instance folder and port, started
+   here and stopped at the end of the session.
+
+In CI (``CI=true``) a Neo4j test never skips: if no server can be had the session fails loudly.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+NEO4J_IMAGE = "neo4j:5.26-community"
+
+
+@dataclass
+class Neo4jTarget:
+    uri: str
+    user: str
+    password: str
+    kind: str
+    """'env', 'testcontainers' or 'local'."""
+    server: object | None = None
+    """The LocalNeo4j when kind == 'local'."""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        client.ping()
+        return True
+    except Exception:  # no engine, no socket, no permission: all mean "no Docker"
+        return False
+
+
+def _start_testcontainer(stack: list) -> Neo4jTarget:
+    from testcontainers.neo4j import Neo4jContainer
+
+    container = Neo4jContainer(NEO4J_IMAGE, password="seeder-dgl")
+    container.start()
+    stack.append(container.stop)
+    return Neo4jTarget(container.get_connection_url(), "neo4j", "seeder-dgl", "testcontainers")
+
+
+def _start_local(stack: list) -> Neo4jTarget:
+    from seeder_dgl.graphstore.server import LocalNeo4j, ServerSettings
+
+    settings = ServerSettings.from_env(instance="pytest")
+    settings.port = int(os.environ.get("SEEDER_TEST_NEO4J_PORT") or _free_port())
+    settings.heap = settings.pagecache = "1g"
+    # A fresh database each session: tests must not depend on what an earlier run left.
+    if not (settings.pid_file.exists()):
+        shutil.rmtree(settings.instance_dir, ignore_errors=True)
+    server = LocalNeo4j(settings)
+    pid, started = server.start()
+    if started:
+        stack.append(server.stop)
+    return Neo4jTarget(settings.uri, settings.user, settings.password, "local", server)
+
+
+def _fail_or_skip(reason: str):
+    if IN_CI:
+        pytest.fail(f"CI needs a real Neo4j and none could be had: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def neo4j_target():
+    stack: list = []
+    try:
+        if os.environ.get("NEO4J_URI"):
+            yield Neo4jTarget(os.environ["NEO4J_URI"], os.environ.get("NEO4J_USER", "neo4j"),
+                              os.environ.get("NEO4J_PASSWORD", "seeder-dgl"), "env")
+            return
+        errors = []
+        if _docker_answers():
+            try:
+                target = _start_testcontainer(stack)
+            except Exception as exc:  # fall back to the local server
+                errors.append(f"testcontainers: {exc}")
+                target = None
+        else:
+            target = None
+        if target is None:
+            try:
+                target = _start_local(stack)
+            except Exception as exc:
+                errors.append(f"local server: {exc}")
+                _fail_or_skip("; ".join(errors))
+        yield target
+    finally:
+        for close in reversed(stack):
+            close()
+
+
+@pytest.fixture(scope="session")
+def neo4j_driver(neo4j_target):
+    from neo4j import GraphDatabase
+
+    driver = GraphDatabase.driver(neo4j_target.uri, auth=(neo4j_target.user, neo4j_target.password))
+    driver.verify_connectivity()
+    yield driver
+    driver.close()
+
+
+@pytest.fixture
+def neo4j_env(neo4j_target, monkeypatch):
+    """Point the project's own code (Neo4jSettings.from_env) at the test server."""
+    monkeypatch.setenv("NEO4J_URI", neo4j_target.uri)
+    monkeypatch.setenv("NEO4J_USER", neo4j_target.user)
+    monkeypatch.setenv("NEO4J_PASSWORD", neo4j_target.password)
+    return neo4j_target
+
+
+@pytest.fixture
+def dataset_label():
+    """A label no other test uses, so tests share one database without seeing each other's nodes."""
+    return "T" + uuid.uuid4().hex[:10]

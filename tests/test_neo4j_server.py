@@ -1,0 +1,100 @@
+"""The project's Neo4j: the real 5.26 Community server, its lifecycle and its one-line errors."""
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+import pytest
+from typer.testing import CliRunner
+
+from seeder_dgl.cli import app
+from seeder_dgl.graphstore.connection import server_components
+from seeder_dgl.graphstore.server import LocalNeo4j, Neo4jServerError, ServerSettings
+
+runner = CliRunner()
+
+
+def test_server_is_neo4j_5_26_community(neo4j_driver):
+    info = server_components(neo4j_driver)
+    assert info["name"] == "Neo4j Kernel"
+    assert info["versions"][0].startswith("5.26.")
+    assert info["edition"] == "community"
+
+
+def test_start_twice_keeps_one_server(neo4j_target):
+    if neo4j_target.kind != "local":
+        pytest.skip("the session server is not the project's local one")  # never the case in CI
+    server = LocalNeo4j(neo4j_target.server.settings)
+    pid_before = server.pid()
+    pid, started = server.start()
+    assert not started and pid == pid_before
+
+
+def _isolated_settings(tmp_path, port: int | None = None) -> ServerSettings:
+    settings = ServerSettings.from_env(home=tmp_path / "neo4j-home")
+    if port is not None:
+        settings.port = port
+    return settings
+
+
+def test_stop_with_none_running_says_so(tmp_path, monkeypatch):
+    monkeypatch.delenv("NEO4J_URI", raising=False)
+    monkeypatch.setenv("SEEDER_NEO4J_HOME", str(tmp_path / "empty-home"))
+    result = runner.invoke(app, ["neo4j", "stop"])
+    assert result.exit_code == 0
+    assert "No local Neo4j server is running" in result.output
+    assert LocalNeo4j(_isolated_settings(tmp_path)).stop() is False
+
+
+def test_port_already_taken_is_one_line_error(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        with pytest.raises(Neo4jServerError, match=f"port {port} .* already in use") as info:
+            LocalNeo4j(_isolated_settings(tmp_path, port)).start(timeout=5)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_java_is_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java on it
+    with pytest.raises(Neo4jServerError, match="Java 17 was not found"):
+        LocalNeo4j(_isolated_settings(tmp_path, 1)).start(timeout=5)
+
+
+def test_missing_java_through_cli(tmp_path, monkeypatch):
+    monkeypatch.delenv("NEO4J_URI", raising=False)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("SEEDER_NEO4J_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    result = runner.invoke(app, ["neo4j", "start"])
+    assert result.exit_code == 1
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: Java 17 was not found"), result.output
+
+
+def test_failed_jar_fetch_is_one_line_error_and_leaves_no_partial_lib(tmp_path, monkeypatch):
+    # Maven that cannot reach any repository: an offline run against an empty local repository.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    real_mvn = "/usr/bin/mvn" if os.path.exists("/usr/bin/mvn") else None
+    if real_mvn is None:
+        pytest.skip("Maven is not installed")  # .ci/run installs it; never skipped in CI
+    wrapper = bin_dir / "mvn"
+    wrapper.write_text(f'#!/bin/sh\nexec {real_mvn} -o -Dmaven.repo.local={tmp_path}/empty-m2 "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    server = LocalNeo4j(_isolated_settings(tmp_path))
+    with pytest.raises(Neo4jServerError, match="could not fetch Neo4j .* from Maven Central") as info:
+        server.fetch()
+    assert "\n" not in str(info.value)
+    assert not server.settings.lib_dir.exists()
+    assert not server.settings.lib_dir.with_name("lib.partial").exists()
+
+
+def test_status_reports_version_through_cli(neo4j_env):
+    result = runner.invoke(app, ["neo4j", "status"])
+    assert result.exit_code == 0, result.output
+    assert "5.26." in result.output and "community" in result.output
