@@ -45,7 +45,9 @@ def open_driver(settings: Neo4jSettings | None = None, verify: bool = True) -> D
     """A driver that has answered once, or a one-line ``Neo4jUnavailable``."""
     s = settings or Neo4jSettings.from_env()
     try:
-        driver = GraphDatabase.driver(s.uri, auth=(s.user, s.password), connection_timeout=10)
+        # Schema and label notifications (e.g. "label not in the database yet") are noise for a tool.
+        driver = GraphDatabase.driver(s.uri, auth=(s.user, s.password), connection_timeout=10,
+                                      notifications_min_severity="OFF")
     except (ValueError, DriverError) as exc:
         raise Neo4jUnavailable(f"bad NEO4J_URI {s.uri!r}: {exc}") from exc
     if verify:

@@ -1,0 +1,7 @@
+// One batch of nodes of one type. CREATE, not MERGE: the batch and its progress counter commit
+// together, so a resumed ingest never sees a half-written batch, and the id constraint guards the rest.
+UNWIND $rows AS row
+CREATE (n:{{dataset}}:{{node_type}} {id: row.id, name: row.name, text: row.text, type: $type_name})
+WITH n, row
+CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
+RETURN count(*) AS written

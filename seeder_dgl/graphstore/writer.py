@@ -1,0 +1,288 @@
+"""Write a knowledge graph, its node texts and embeddings into Neo4j, idempotently and resumably.
+
+Layout in Neo4j, per dataset ``name``:
+- nodes ``(:<Dataset>:<Type> {id, name, text, type, embedding})`` — ``<Dataset>`` is
+  ``dataset_label(name)``, ``embedding`` a float32 vector (``db.create.setNodeVectorProperty``);
+- relationships ``(a)-[:<RELATION>]->(b)``: each undirected (pair, relation) once, directed as
+  the first triple that names it in the source; retrieval reads them in both directions;
+- a uniqueness constraint on ``id``, a cosine vector index ``<Dataset>_embedding`` and a
+  full-text index ``<Dataset>_name`` on names;
+- one ``(:SeederDataset {name})`` record: counts, model, dimension, relation names and their
+  embeddings (for sim(q, r)), and the resume counters.
+
+Each batch commits in one transaction together with its resume counter, so a killed ingest
+restarts exactly after the last committed batch; a finished one is left as it is.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from neo4j import Driver, ManagedTransaction
+from neo4j.exceptions import DriverError, Neo4jError
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from loaders.kg import KnowledgeGraph, to_identifier
+from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.connection import describe_neo4j_error
+from seeder_dgl.graphstore.cypher import query
+
+NODE_BATCH = 5_000
+RELATIONSHIP_BATCH = 20_000
+
+
+class IngestError(SeederError):
+    """The data cannot be ingested as given, or the database failed part way."""
+
+
+def dataset_label(name: str) -> str:
+    """The label every node of dataset ``name`` carries: 'metaqa' -> 'Metaqa', 'stark-prime' -> 'Stark_prime'."""
+    label = to_identifier(name)
+    return label[0].upper() + label[1:]
+
+
+@dataclass
+class IngestSummary:
+    dataset: str
+    nodes: int
+    relationships: int
+    duplicates_removed: int
+    dimension: int
+    model: str
+    seconds: float = 0.0
+    node_seconds: float = 0.0
+    relationship_seconds: float = 0.0
+    index_seconds: float = 0.0
+    resumed: bool = False
+    skipped: bool = False
+    """True when the dataset was already complete with the same data: nothing was written."""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def nodes_per_second(self) -> float:
+        return self.nodes / self.node_seconds if self.node_seconds else 0.0
+
+    @property
+    def relationships_per_second(self) -> float:
+        return self.relationships / self.relationship_seconds if self.relationship_seconds else 0.0
+
+
+def undirected_unique(src: np.ndarray, dst: np.ndarray, rel: np.ndarray) -> np.ndarray:
+    """Indices of the first triple of every distinct (unordered pair, relation), in a stable order
+    (by relation, then source id) that a resumed ingest reproduces exactly. Self loops are kept once."""
+    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+    order = np.lexsort((np.arange(src.shape[0]), hi, lo, rel))  # last key sorts first
+    keys = np.stack([rel[order], lo[order], hi[order]], axis=1)
+    first = np.ones(order.shape[0], dtype=bool)
+    first[1:] = np.any(keys[1:] != keys[:-1], axis=1)
+    kept = order[first]
+    # Final write order: relation, then source id, then target id (locality for the id index).
+    return kept[np.lexsort((dst[kept], src[kept], rel[kept]))]
+
+
+def fingerprint(kg: KnowledgeGraph, node_emb: np.ndarray, model: str) -> str:
+    """Identifies the data of an ingest, so a resume never mixes two different inputs."""
+    h = hashlib.sha1()
+    h.update(f"{kg.name}|{kg.num_nodes}|{kg.num_edges}|{model}|{node_emb.shape}".encode())
+    for arr in (kg.edge_src, kg.edge_dst, kg.edge_rel, kg.node_type):
+        h.update(np.ascontiguousarray(arr, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(node_emb, dtype=np.float32).tobytes())
+    h.update("\x00".join(kg.node_names).encode("utf-8", "replace"))
+    return h.hexdigest()
+
+
+def check_embeddings(matrix: np.ndarray, rows: int, what: str) -> np.ndarray:
+    """float32 [rows, d] with finite values, or a one-line IngestError naming the bad row."""
+    if matrix.ndim != 2 or matrix.shape[0] != rows:
+        raise IngestError(f"{what} embeddings have shape {tuple(matrix.shape)}, expected ({rows}, d): "
+                          "re-encode them for this graph")
+    bad = ~np.isfinite(matrix).all(axis=1)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise IngestError(f"{what} embedding of row {first} has NaN or infinite values "
+                          f"({int(bad.sum())} rows in all): fix the input or re-encode")
+    if (np.linalg.norm(matrix, axis=1) == 0).any():
+        first = int(np.flatnonzero(np.linalg.norm(matrix, axis=1) == 0)[0])
+        raise IngestError(f"{what} embedding of row {first} is all zeros: cosine is undefined for it")
+    return np.ascontiguousarray(matrix, dtype=np.float32)
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), disable=not enabled)
+
+
+class GraphWriter:
+    """Writes one dataset; see the module docstring for the layout."""
+
+    def __init__(self, driver: Driver, dataset: str, database: str | None = None,
+                 node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH):
+        self.driver = driver
+        self.dataset = dataset
+        self.label = dataset_label(dataset)
+        self.database = database
+        self.node_batch = node_batch
+        self.relationship_batch = relationship_batch
+
+    # ---- small helpers --------------------------------------------------------------------
+    def _run(self, statement: str, what: str, identifiers: dict | None = None, **params):
+        try:
+            return self.driver.execute_query(query(statement, **(identifiers or {})), database_=self.database, **params)
+        except (Neo4jError, DriverError, OSError) as exc:
+            raise IngestError(describe_neo4j_error(exc, what)) from exc
+
+    def record(self) -> dict | None:
+        records = self._run("dataset/get", "reading the dataset record", name=self.dataset).records
+        return dict(records[0]["meta"]) if records else None
+
+    def reset(self, progress: bool = False) -> int:
+        """Delete the dataset's nodes, relationships and record (batched, so memory stays flat)."""
+        deleted = 0
+        while True:
+            rows = self._run("dataset/delete_batch", "deleting the old dataset",
+                             {"dataset": self.label}, batch=10_000).records
+            n = rows[0]["deleted"]
+            deleted += n
+            if n == 0:
+                break
+        self._run("dataset/delete_record", "deleting the dataset record", name=self.dataset)
+        for statement in (f"DROP INDEX {self.label}_embedding IF EXISTS", f"DROP INDEX {self.label}_name IF EXISTS"):
+            try:
+                self.driver.execute_query(statement, database_=self.database)
+            except Neo4jError:
+                pass
+        return deleted
+
+    # ---- the ingest -------------------------------------------------------------------------
+    def ingest(self, kg: KnowledgeGraph, node_emb: np.ndarray, rel_emb: np.ndarray, model: str,
+               *, progress: bool = True, reset: bool = False, quantization: bool = False) -> IngestSummary:
+        start = time.perf_counter()
+        try:
+            kg.validate()
+        except ValueError as exc:
+            raise IngestError(f"{exc}: fix the source files") from exc
+        node_emb = check_embeddings(node_emb, kg.num_nodes, "node")
+        rel_emb = check_embeddings(rel_emb, len(kg.relation_names), "relation")
+        if rel_emb.shape[1] != node_emb.shape[1]:
+            raise IngestError(f"relation embeddings have dimension {rel_emb.shape[1]} but node embeddings "
+                              f"{node_emb.shape[1]}: encode both with the same model")
+        dim = int(node_emb.shape[1])
+        keep = undirected_unique(kg.edge_src, kg.edge_dst, kg.edge_rel)
+        duplicates = kg.num_edges - int(keep.shape[0])
+        digest = fingerprint(kg, node_emb, model)
+        labels, rel_types = kg.node_labels(), kg.relation_types()
+
+        if reset:
+            self.reset()
+        existing = self.record()
+        if existing is not None:
+            if existing.get("dimension") not in (None, dim):
+                raise IngestError(
+                    f"dataset {self.dataset!r} in Neo4j has {existing['dimension']}-d embeddings but these are "
+                    f"{dim}-d: use the same model ({existing.get('model')}) or re-ingest with --reset"
+                )
+            if existing.get("fingerprint") not in (None, digest):
+                raise IngestError(
+                    f"dataset {self.dataset!r} in Neo4j was ingested from different data or another model: "
+                    "re-ingest with --reset to replace it"
+                )
+            if existing.get("status") == "complete":
+                return IngestSummary(self.dataset, existing["num_nodes"], existing["num_relationships"],
+                                     existing.get("duplicates_removed", 0), dim, model,
+                                     seconds=time.perf_counter() - start, skipped=True)
+
+        self._run("schema/node_id_constraint", "creating the id constraint", {"dataset": self.label})
+        meta = {
+            "label": self.label, "model": model, "dimension": dim, "fingerprint": digest,
+            "num_nodes": kg.num_nodes, "num_relationships": int(keep.shape[0]),
+            "num_source_edges": kg.num_edges, "duplicates_removed": duplicates,
+            "node_type_names": list(kg.node_type_names), "node_labels": labels,
+            "relation_names": list(kg.relation_names), "relation_types": rel_types,
+            "relation_embeddings": rel_emb.reshape(-1).astype(float).tolist(),
+        }
+        state = dict(self._run("dataset/begin", "opening the ingest record", name=self.dataset, meta=meta)
+                     .records[0]["meta"])
+        nodes_done, rels_done = int(state["nodes_done"]), int(state["relationships_done"])
+        summary = IngestSummary(self.dataset, kg.num_nodes, int(keep.shape[0]), duplicates, dim, model,
+                                resumed=bool(nodes_done or rels_done))
+
+        try:
+            with _progress(progress) as bars:
+                t0 = time.perf_counter()
+                self._write_nodes(kg, node_emb, labels, nodes_done, bars)
+                summary.node_seconds = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                self._write_relationships(kg, keep, rel_types, rels_done, bars)
+                summary.relationship_seconds = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            self._create_indexes(dim, quantization)
+            summary.index_seconds = time.perf_counter() - t0
+        except (Neo4jError, DriverError, OSError) as exc:
+            raise IngestError(describe_neo4j_error(exc, "ingest stopped") +
+                              "; committed batches are kept: run the same command again to resume") from exc
+        summary.seconds = time.perf_counter() - start
+        self._run("dataset/finish", "closing the ingest record", name=self.dataset, summary={
+            "seconds": round(summary.seconds, 3), "nodes_done": kg.num_nodes,
+            "relationships_done": int(keep.shape[0])})
+        return summary
+
+    def _write_nodes(self, kg, node_emb, labels, done, bars) -> None:
+        n = kg.num_nodes
+        task = bars.add_task(f"nodes of {self.dataset}", total=n, completed=done, rate="")
+        node_type = np.asarray(kg.node_type)
+        t0, written = time.perf_counter(), 0
+        for lo in range(done, n, self.node_batch):
+            hi = min(lo + self.node_batch, n)
+            groups = []
+            for t in np.unique(node_type[lo:hi]):
+                ids = lo + np.flatnonzero(node_type[lo:hi] == t)
+                rows = [{"id": int(i), "name": kg.node_names[i], "text": kg.node_texts[i],
+                         "embedding": node_emb[i].tolist()} for i in ids]
+                groups.append((query("ingest/nodes", dataset=self.label, node_type=labels[t]),
+                               kg.node_type_names[t], rows))
+
+            def work(tx: ManagedTransaction, groups=groups, hi=hi):
+                for statement, type_name, rows in groups:
+                    tx.run(statement, rows=rows, type_name=type_name).consume()
+                tx.run(query("dataset/progress"), name=self.dataset, nodes_done=hi,
+                       relationships_done=None).consume()
+
+            with self.driver.session(database=self.database) as session:
+                session.execute_write(work)
+            written += hi - lo
+            bars.update(task, completed=hi, rate=f"{written / (time.perf_counter() - t0):,.0f} nodes/s")
+
+    def _write_relationships(self, kg, keep, rel_types, done, bars) -> None:
+        total = int(keep.shape[0])
+        task = bars.add_task(f"relationships of {self.dataset}", total=total, completed=done, rate="")
+        src, dst, rel = kg.edge_src[keep], kg.edge_dst[keep], kg.edge_rel[keep]
+        # Batches never straddle two relation types: the type is spliced into the statement.
+        boundaries = np.flatnonzero(np.diff(rel)) + 1
+        starts = np.concatenate([[0], boundaries])
+        ends = np.concatenate([boundaries, [total]])
+        t0, written = time.perf_counter(), 0
+        with self.driver.session(database=self.database) as session:
+            for seg_lo, seg_hi in zip(starts, ends):
+                statement = query("ingest/relationships", dataset=self.label, rel_type=rel_types[rel[seg_lo]])
+                for lo in range(max(int(seg_lo), done), int(seg_hi), self.relationship_batch):
+                    hi = min(lo + self.relationship_batch, int(seg_hi))
+                    rows = np.stack([src[lo:hi], dst[lo:hi]], axis=1).tolist()
+
+                    def work(tx: ManagedTransaction, rows=rows, hi=hi):
+                        tx.run(statement, rows=rows).consume()
+                        tx.run(query("dataset/progress"), name=self.dataset, nodes_done=None,
+                               relationships_done=hi).consume()
+
+                    session.execute_write(work)
+                    written += hi - lo
+                    bars.update(task, completed=hi,
+                                rate=f"{written / (time.perf_counter() - t0):,.0f} rels/s")
+
+    def _create_indexes(self, dim: int, quantization: bool) -> None:
+        self._run("schema/vector_index", "creating the vector index", {"dataset": self.label},
+                  dimensions=dim, quantization=quantization)
+        self._run("schema/fulltext_index", "creating the full-text index", {"dataset": self.label})
+        for index in (f"{self.label}_embedding", f"{self.label}_name"):
+            self._run("schema/await_index", f"waiting for index {index}", name=index, seconds=3600)
