@@ -1,0 +1,172 @@
+"""Retrieval on the live graph: dense seeding and K-hop-with-filtering run as Cypher in Neo4j.
+
+Whatever is in the database at query time is what gets retrieved: nodes and relationships
+added after training (``seeder-dgl upsert``) are seen by the next query.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from neo4j import Driver
+from neo4j.exceptions import DriverError, Neo4jError
+
+from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.connection import describe_neo4j_error
+from seeder_dgl.graphstore.cypher import query, slots
+from seeder_dgl.subgraph.record import QuerySubgraph
+
+
+class LiveGraphError(SeederError):
+    """The dataset is not there, not ready, or a query against it failed."""
+
+
+@dataclass
+class DatasetInfo:
+    name: str
+    label: str
+    dimension: int
+    model: str
+    relation_names: list[str]
+    relation_types: list[str]
+    relation_embeddings: np.ndarray
+    num_nodes: int
+    num_relationships: int
+    status: str
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(v, axis=-1, keepdims=True)
+    return v / np.where(norm == 0, 1.0, norm)
+
+
+class LiveGraph:
+    """One ingested dataset in Neo4j, seen through the project's Cypher statements."""
+
+    def __init__(self, driver: Driver, dataset: str, database: str | None = None):
+        self.driver = driver
+        self.database = database
+        self.info = self._load_info(dataset)
+        self.label = self.info.label
+        self.index = f"{self.label}_embedding"
+        self._relation_id = {t: i for i, t in enumerate(self.info.relation_types)}
+        self._relation_unit = _unit(self.info.relation_embeddings.astype(np.float64))
+
+    def _run(self, statement: str, what: str, **params):
+        text = query(statement, **({"dataset": self.label} if "dataset" in slots(statement) else {}))
+        try:
+            return self.driver.execute_query(text, database_=self.database, **params).records
+        except (Neo4jError, DriverError, OSError) as exc:
+            raise LiveGraphError(describe_neo4j_error(exc, what)) from exc
+
+    def _load_info(self, dataset: str) -> DatasetInfo:
+        try:
+            records = self.driver.execute_query(query("dataset/get"), name=dataset, database_=self.database).records
+        except (Neo4jError, DriverError, OSError) as exc:
+            raise LiveGraphError(describe_neo4j_error(exc, f"reading dataset {dataset!r}")) from exc
+        if not records:
+            known = [r["name"] for r in self.driver.execute_query(query("dataset/list"), database_=self.database).records]
+            hint = f"ingested here: {', '.join(known)}" if known else "nothing is ingested yet"
+            raise LiveGraphError(f"dataset {dataset!r} is not in Neo4j ({hint}): run `seeder-dgl ingest {dataset}`")
+        m = records[0]["meta"]
+        dim = int(m["dimension"])
+        rel = np.asarray(m.get("relation_embeddings") or [], dtype=np.float32).reshape(-1, dim)
+        return DatasetInfo(dataset, m["label"], dim, m["model"], list(m["relation_names"]),
+                           list(m["relation_types"]), rel, int(m["num_nodes"]), int(m["num_relationships"]),
+                           m.get("status", "unknown"))
+
+    # ---- readiness --------------------------------------------------------------------------
+    def check_ready(self) -> None:
+        """One-line error unless the ingest finished and the vector index is ONLINE."""
+        if self.info.status != "complete":
+            raise LiveGraphError(f"dataset {self.info.name!r} is only partly ingested: run "
+                                 f"`seeder-dgl ingest {self.info.name}` again to finish it")
+        rows = self._run("schema/index_state", "reading the vector index state", name=self.index)
+        if not rows:
+            raise LiveGraphError(f"vector index {self.index} is missing: run `seeder-dgl ingest {self.info.name}`")
+        state = rows[0]["state"]
+        if state != "ONLINE":
+            raise LiveGraphError(f"vector index {self.index} is {state} ({rows[0]['populationPercent']:.0f}% "
+                                 "populated): wait for it to come ONLINE and ask again")
+
+    def query_vector(self, embedding: np.ndarray) -> list[float]:
+        embedding = np.asarray(embedding, dtype=np.float32).reshape(-1)
+        if embedding.shape[0] != self.info.dimension:
+            raise LiveGraphError(f"query embedding has {embedding.shape[0]} dimensions but {self.info.name!r} was "
+                                 f"ingested with {self.info.dimension} ({self.info.model}): encode with that model")
+        if not np.isfinite(embedding).all() or not np.any(embedding):
+            raise LiveGraphError("query embedding is zero or not finite")
+        return _unit(embedding.astype(np.float64)).tolist()
+
+    # ---- seeding ----------------------------------------------------------------------------
+    def dense_seeds(self, embedding: np.ndarray, k: int, exact: bool = False,
+                    candidates: int = 100) -> list[tuple[int, float]]:
+        """Top-k nodes by cosine: the vector index (searched ``candidates`` wide), or an exact scan."""
+        if k <= 0:
+            return []
+        vec = self.query_vector(embedding)
+        if exact:
+            rows = self._run("seeding/exact", "exact dense seeding", k=int(k), embedding=vec)
+        else:
+            rows = self._run("seeding/dense", "dense seeding", index=self.index, k=int(k),
+                             candidates=int(max(k, candidates)), embedding=vec)
+        return [(int(r["id"]), float(r["similarity"])) for r in rows]
+
+    def relation_similarity(self, embedding: np.ndarray) -> dict[str, float]:
+        """sim(q, r) for every relation type, computed here: relations are few."""
+        sims = self._relation_unit @ np.asarray(self.query_vector(embedding))
+        return {t: float(s) for t, s in zip(self.info.relation_types, sims)}
+
+    # ---- K-hop-with-filtering ---------------------------------------------------------------
+    def khop_filter(self, embedding: np.ndarray, seeds: list[tuple[int, float]], budgets: list[int],
+                    with_edges: bool = True) -> QuerySubgraph:
+        """Seeds plus, hop by hop, the best ``budgets[h]`` neighbours of the frontier (method.md step 3)."""
+        vec = self.query_vector(embedding)
+        rel_sim = self.relation_similarity(embedding)
+        ids = [s for s, _ in seeds]
+        hops = [0] * len(ids)
+        scores = [sim for _, sim in seeds]
+        frontier = [{"id": s, "similarity": sim} for s, sim in seeds]
+        for h, limit in enumerate(budgets, start=1):
+            if not frontier or limit <= 0:
+                break
+            rows = self._run("retrieval/khop_hop", f"K-hop expansion, hop {h}", frontier=frontier,
+                             selected=ids, relation_similarity=rel_sim, embedding=vec, limit=int(limit))
+            frontier = [{"id": int(r["id"]), "similarity": float(r["similarity"])} for r in rows]
+            ids.extend(int(r["id"]) for r in rows)
+            hops.extend([h] * len(rows))
+            scores.extend(float(r["score"]) for r in rows)
+        node_ids = np.asarray(ids, dtype=np.int64)
+        src, dst, rel = self.induced_edges(node_ids) if with_edges else (np.zeros(0, np.int64),) * 3
+        return QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
+                             score=np.asarray(scores, dtype=np.float32), src=src, dst=dst, rel=rel)
+
+    def induced_edges(self, node_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Local (src, dst, relation id) of every stored relationship among ``node_ids``, both directions."""
+        if len(node_ids) == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        rows = self._run("retrieval/induced_edges", "reading the subgraph's relationships",
+                         ids=[int(i) for i in node_ids])
+        local = {int(n): i for i, n in enumerate(node_ids)}
+        src, dst, rel = [], [], []
+        for r in rows:
+            rid = self._relation_id.get(r["relation"])
+            if rid is None:  # a relation type added after ingest and unknown to the model: skip it
+                continue
+            src.append(local[int(r["source"])])
+            dst.append(local[int(r["target"])])
+            rel.append(rid)
+        s, d, t = (np.asarray(x, dtype=np.int64) for x in (src, dst, rel))
+        return np.concatenate([s, d]), np.concatenate([d, s]), np.concatenate([t, t])
+
+    def node_features(self, node_ids) -> tuple[np.ndarray, list[str], list[str]]:
+        """Embeddings [n, d] (rows in the order given), types and names of the nodes."""
+        ids = [int(i) for i in node_ids]
+        rows = self._run("retrieval/node_features", "reading node features", ids=ids)
+        by_id = {int(r["id"]): r for r in rows}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise LiveGraphError(f"nodes {missing[:5]} disappeared from {self.info.name!r} during the query: ask again")
+        emb = np.asarray([by_id[i]["embedding"] for i in ids], dtype=np.float32).reshape(len(ids), self.info.dimension)
+        return emb, [by_id[i]["type"] for i in ids], [by_id[i]["name"] for i in ids]

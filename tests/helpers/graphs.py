@@ -1,0 +1,27 @@
+"""Small graphs built in the tests themselves (no data files needed)."""
+from __future__ import annotations
+
+import numpy as np
+
+from loaders.kg import KnowledgeGraph
+
+
+def random_kg(name: str, num_nodes: int, num_edges: int, seed: int = 0, num_types: int = 3,
+              num_relations: int = 4) -> KnowledgeGraph:
+    rng = np.random.default_rng(seed)
+    return KnowledgeGraph(
+        name=name,
+        node_names=[f"node {i}" for i in range(num_nodes)],
+        node_texts=[f"node {i} of type {i % num_types}" for i in range(num_nodes)],
+        node_type=rng.integers(0, num_types, num_nodes),
+        node_type_names=[f"type/{t}" for t in range(num_types)],
+        edge_src=rng.integers(0, num_nodes, num_edges),
+        edge_dst=rng.integers(0, num_nodes, num_edges),
+        edge_rel=rng.integers(0, num_relations, num_edges),
+        relation_names=[f"relation {r}" for r in range(num_relations)],
+    )
+
+
+def random_embeddings(rows: int, dim: int = 16, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).normal(size=(rows, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
