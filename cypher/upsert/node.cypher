@@ -1,0 +1,8 @@
+// Add or change nodes of one type: MERGE by id, so a repeated upsert changes nothing more.
+UNWIND $rows AS row
+MERGE (n:{{dataset}} {id: row.id})
+ON CREATE SET n.created_by = 'upsert'
+SET n:{{node_type}}, n.name = row.name, n.text = row.text, n.type = $type_name
+WITH n, row
+CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
+RETURN count(*) AS written

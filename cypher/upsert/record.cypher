@@ -1,0 +1,9 @@
+// Keep the dataset record in step with live changes: relation vocabulary and current counts.
+MATCH (m:SeederDataset {name: $name})
+SET m.relation_names = $relation_names, m.relation_types = $relation_types,
+    m.relation_embeddings = $relation_embeddings, m.updated_at = datetime()
+WITH m
+CALL { MATCH (n:{{dataset}}) RETURN count(n) AS nodes }
+CALL { MATCH (:{{dataset}})-[r]->(:{{dataset}}) RETURN count(r) AS relationships }
+SET m.num_nodes = nodes, m.num_relationships = relationships
+RETURN nodes, relationships

@@ -1,0 +1,88 @@
+"""Retrieval on the live graph: seeding, K-hop in Cypher, live updates, clear errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from seeder_dgl.graphstore.live import LiveGraph, LiveGraphError
+from seeder_dgl.graphstore.upsert import EdgeRow, NodeRow, UpsertError, upsert
+from seeder_dgl.graphstore.writer import GraphWriter
+from tests.helpers.graphs import random_embeddings, random_kg
+
+
+@pytest.fixture
+def small_graph(neo4j_driver, dataset_label):
+    kg = random_kg(dataset_label, 400, 1600, seed=11)
+    emb, rel = random_embeddings(400, seed=11), random_embeddings(4, seed=12)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, rel, "test-model", progress=False)
+    yield kg, emb, rel
+    writer.reset()
+
+
+def test_exact_seeding_matches_numpy(neo4j_driver, dataset_label, small_graph):
+    kg, emb, _ = small_graph
+    graph = LiveGraph(neo4j_driver, dataset_label)
+    graph.check_ready()
+    q = random_embeddings(1, seed=99)[0]
+    exact = graph.dense_seeds(q, 10, exact=True)
+    assert [i for i, _ in exact] == list(np.argsort(-(emb @ q), kind="stable")[:10])
+    indexed = graph.dense_seeds(q, 10)
+    assert len({i for i, _ in indexed} & {i for i, _ in exact}) >= 8  # HNSW recall on a tiny graph
+    assert graph.dense_seeds(q, 0) == []
+
+
+def test_khop_subgraph_is_bounded_and_induced(neo4j_driver, dataset_label, small_graph):
+    graph = LiveGraph(neo4j_driver, dataset_label)
+    q = random_embeddings(1, seed=5)[0]
+    sub = graph.khop_filter(q, graph.dense_seeds(q, 3), [10, 20])
+    assert sub.num_nodes == 33 and len(set(sub.node_ids.tolist())) == 33
+    assert list(sub.hop) == [0] * 3 + [1] * 10 + [2] * 20
+    hop1 = sub.score[3:13]
+    assert np.all(np.diff(hop1) <= 1e-9)  # ranked best first
+    assert sub.src.shape == sub.dst.shape == sub.rel.shape and sub.src.max() < 33
+    pairs = set(zip(sub.src.tolist(), sub.dst.tolist()))
+    assert all((d, s) in pairs for s, d in pairs)  # both directions
+
+
+def test_upserted_node_on_answer_path_is_retrieved(neo4j_driver, dataset_label, small_graph):
+    kg, emb, _ = small_graph
+    graph = LiveGraph(neo4j_driver, dataset_label)
+    q = random_embeddings(1, seed=21)[0]
+    seeds = graph.dense_seeds(q, 3)
+    before = graph.khop_filter(q, seeds, [5, 5])
+    new_id = kg.num_nodes + 7
+    assert new_id not in before.node_ids
+    # A new node linked to the top seed whose text embedding is close to the question.
+    new_vec = (q + 0.05 * random_embeddings(1, seed=3)[0]).tolist()
+    result = upsert(neo4j_driver, dataset_label,
+                    [NodeRow(new_id, "new answer", "type/0", "new answer", new_vec)],
+                    [EdgeRow(seeds[0][0], new_id, "brand new relation")],
+                    encode=lambda texts: random_embeddings(len(texts), seed=8))
+    assert result["new_relations"] == ["brand new relation"] and result["nodes"] == kg.num_nodes + 1
+    after = LiveGraph(neo4j_driver, dataset_label).khop_filter(q, graph.dense_seeds(q, 3), [5, 5])
+    assert new_id in after.node_ids
+    assert after.hop[list(after.node_ids).index(new_id)] in (0, 1)
+    # Running the same upsert again changes nothing.
+    again = upsert(neo4j_driver, dataset_label, [NodeRow(new_id, "new answer", "type/0", "new answer", new_vec)],
+                   [EdgeRow(seeds[0][0], new_id, "brand new relation")], encode=lambda t: None)
+    assert (again["nodes"], again["relationships"]) == (result["nodes"], result["relationships"])
+
+
+def test_upsert_edge_to_unknown_node_changes_nothing(neo4j_driver, dataset_label, small_graph):
+    kg, _, _ = small_graph
+    with pytest.raises(UpsertError, match="not in"):
+        upsert(neo4j_driver, dataset_label, [NodeRow(5000, "x", "type/0", "x", random_embeddings(1)[0].tolist())],
+               [EdgeRow(5000, 987654, "relation 0")], encode=lambda t: None)
+    graph = LiveGraph(neo4j_driver, dataset_label)
+    assert graph.node_features([1])[0].shape == (1, 16)
+    with pytest.raises(LiveGraphError, match="disappeared"):
+        graph.node_features([5000])  # the whole upsert was rolled back
+
+
+def test_unknown_dataset_and_wrong_dimension_are_one_line_errors(neo4j_driver, dataset_label, small_graph):
+    with pytest.raises(LiveGraphError, match="is not in Neo4j .* run `seeder-dgl ingest nope_dataset`"):
+        LiveGraph(neo4j_driver, "nope_dataset")
+    graph = LiveGraph(neo4j_driver, dataset_label)
+    with pytest.raises(LiveGraphError, match="has 8 dimensions but"):
+        graph.dense_seeds(np.ones(8, np.float32), 3)
