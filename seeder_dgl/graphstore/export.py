@@ -1,0 +1,91 @@
+"""Read a dataset back out of Neo4j into arrays: node embeddings, types and relationships.
+
+Training gathers node features from these arrays, and the in-memory reference retrievers run
+over them; both then see what the database holds, including live updates, not the source files.
+The export is cached on disk per dataset and refreshed when the dataset record changes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from neo4j import Driver
+from rich.progress import Progress
+
+from seeder_dgl.graphstore.cypher import query
+from seeder_dgl.graphstore.live import LiveGraph
+
+ID_RANGE = 20_000
+
+
+@dataclass
+class GraphExport:
+    num_nodes: int
+    """1 + the largest node id; ids with no node have a zero embedding and type -1."""
+    node_emb: np.ndarray
+    """float32 [num_nodes, d]."""
+    node_type: np.ndarray
+    """int64 [num_nodes]: index into ``node_type_names`` (-1 where no node has that id)."""
+    node_type_names: list[str]
+    src: np.ndarray
+    dst: np.ndarray
+    rel: np.ndarray
+    """int64 [E]: index into ``relation_types``."""
+    relation_types: list[str]
+    relation_emb: np.ndarray
+
+
+def _version(graph: LiveGraph, driver: Driver, database: str | None) -> str:
+    meta = driver.execute_query(query("dataset/get"), name=graph.info.name, database_=database).records[0]["meta"]
+    key = json.dumps({k: str(meta.get(k)) for k in ("fingerprint", "updated_at", "finished_at", "num_nodes",
+                                                    "num_relationships")}, sort_keys=True)
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, database: str | None = None,
+                 progress: bool = True) -> GraphExport:
+    graph = LiveGraph(driver, dataset, database)
+    version = _version(graph, driver, database)
+    path = Path(cache_dir) / f"export-{version}.npz" if cache_dir else None
+    if path is not None and path.exists():
+        with np.load(path, allow_pickle=False) as z:
+            return GraphExport(int(z["num_nodes"]), z["node_emb"], z["node_type"], list(z["node_type_names"]),
+                               z["src"], z["dst"], z["rel"], list(z["relation_types"]), z["relation_emb"])
+    label = graph.label
+    top = driver.execute_query(query("export/max_id", dataset=label), database_=database).records[0]
+    n = int(top["max_id"]) + 1 if top["max_id"] is not None else 0
+    emb = np.zeros((n, graph.info.dimension), dtype=np.float32)
+    node_type = np.full(n, -1, dtype=np.int64)
+    type_index: dict[str, int] = {}
+    rel_index = {t: i for i, t in enumerate(graph.info.relation_types)}
+    src, dst, rel = [], [], []
+    with Progress(disable=not progress) as bars:
+        task = bars.add_task(f"export {dataset}", total=max(n, 1))
+        for lo in range(0, n, ID_RANGE):
+            hi = min(lo + ID_RANGE, n)
+            for r in driver.execute_query(query("export/nodes", dataset=label), lo=lo, hi=hi,
+                                          database_=database).records:
+                emb[r["id"]] = r["embedding"]
+                node_type[r["id"]] = type_index.setdefault(r["type"], len(type_index))
+            rows = driver.execute_query(query("export/relationships", dataset=label), lo=lo, hi=hi,
+                                        database_=database).records
+            src.extend(r["source"] for r in rows)
+            dst.extend(r["target"] for r in rows)
+            rel.extend(rel_index.get(r["relation"], -1) for r in rows)
+            bars.update(task, completed=hi)
+    out = GraphExport(n, emb, node_type, list(type_index), np.asarray(src, np.int64), np.asarray(dst, np.int64),
+                      np.asarray(rel, np.int64), list(graph.info.relation_types), graph.info.relation_embeddings)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, num_nodes=n, node_emb=emb, node_type=node_type,
+                     node_type_names=np.asarray(out.node_type_names, dtype=str), src=out.src, dst=out.dst,
+                     rel=out.rel, relation_types=np.asarray(out.relation_types, dtype=str),
+                     relation_emb=out.relation_emb)
+        os.replace(tmp, path)
+    return out
