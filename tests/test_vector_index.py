@@ -24,7 +24,8 @@ def test_vector_index_matches_numpy_cosine_order(neo4j_driver, dataset_label):
 
     for _ in range(5):
         q = rng.normal(size=16).astype(np.float32)
-        records = neo4j_driver.execute_query(query("seeding/dense"), index=index, k=40, embedding=q.tolist()).records
+        records = neo4j_driver.execute_query(query("seeding/dense"), index=index, k=40, candidates=40,
+                                               embedding=q.tolist()).records
         unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         cosine = unit @ (q / np.linalg.norm(q))
         assert [r["id"] for r in records] == list(np.argsort(-cosine, kind="stable"))
