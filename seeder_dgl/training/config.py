@@ -1,0 +1,128 @@
+"""Training configuration: one dataclass, one docstring per field; defaults are the STaRK-Prime run."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+ABLATIONS = ("full", "rerank", "greedy_baseline", "single_trajectory", "no_baseline", "no_aux")
+
+
+@dataclass
+class TrainConfig:
+    dataset: str = "prime"
+    """dataset name (a key of DATASET_DEFAULTS)"""
+    k0: int = 3
+    """number of dense seeds V_0"""
+    pca_dim: int | None = 256
+    """PCA dimension applied to node and query embeddings before the model (None: no PCA)"""
+    hidden_dim: int = 16
+    """width of the graph transformer"""
+    num_layers: int = 3
+    """number of graph transformer layers"""
+    heads: int = 4
+    """attention heads per layer (must divide hidden_dim)"""
+    dropout: float = 0.1
+    """dropout in the encoder and heads"""
+    expansion_sizes: tuple[int, ...] = (7, 10)
+    """c_t: nodes added at each expansion step; the horizon T is its length"""
+    frontier_caps: tuple[int, ...] = (20, 50)
+    """cap_t: frontier candidates kept at step t (highest K-hop scores)"""
+    num_trajectories: int = 8
+    """M: sampled trajectories per query (the group of the baseline)"""
+    temperature: float = 1.0
+    """τ: Gumbel-top-k samples from Plackett-Luce(logits / τ)"""
+    batch_size: int = 16
+    """queries per optimisation step"""
+    lr: float = 1e-3
+    """AdamW learning rate (peak of the cosine schedule)"""
+    weight_decay: float = 1e-5
+    """AdamW weight decay"""
+    epochs: int = 15
+    """training epochs"""
+    warmup_epochs: int = 3
+    """linear warm-up epochs before the cosine decay"""
+    max_grad_norm: float = 1.0
+    """global gradient-norm clipping"""
+    bpr_weight: float = 1.0
+    """λ: weight of the ranking loss in L = L_RL + λ L_BPR"""
+    bpr_margin: float | None = None
+    """None: BPR −log σ(s+ − s−); a float γ: softplus(γ − (s+ − s−)) (the paper's margin variant uses 0.5)"""
+    query_injection: str = "concat"
+    """'add' (z_v + W_q z_q) or 'concat' ([z_v ‖ W_q z_q ‖ cos(z_v, z_q)] → projection)"""
+    relation_text: bool = False
+    """add projected relation-name embeddings to the learnable relation-type embeddings"""
+    ablation: str = "full"
+    """one of ABLATIONS: 'full', 'rerank' (score the whole K-hop subgraph, no expansion), 'greedy_baseline',
+    'single_trajectory' (M=1, advantage = reward), 'no_baseline' (advantage = reward), 'no_aux' (λ = 0)"""
+    ops: str = "auto"
+    """message-passing backend: 'auto' (DGL where it supports the device), 'dgl' or 'torch'"""
+    seed: int = 0
+    """random seed"""
+    device: str = "auto"
+    """'auto' (cuda if available), 'cpu', 'cuda', 'cuda:1', ..."""
+
+    def __post_init__(self) -> None:
+        self.expansion_sizes = tuple(int(c) for c in self.expansion_sizes)
+        self.frontier_caps = tuple(int(c) for c in self.frontier_caps)
+        if self.ablation not in ABLATIONS:
+            raise ValueError(f"ablation must be one of {ABLATIONS}, not {self.ablation!r}")
+        if len(self.frontier_caps) != len(self.expansion_sizes):
+            raise ValueError("frontier_caps and expansion_sizes must have the same length")
+        if self.hidden_dim % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide hidden_dim ({self.hidden_dim})")
+
+    # What each ablation changes, in one place (the rollout and the losses read these).
+    @property
+    def effective_num_trajectories(self) -> int:
+        return 1 if self.ablation in ("single_trajectory", "rerank") else self.num_trajectories
+
+    @property
+    def baseline(self) -> str:
+        """'group' (mean reward of the query's M trajectories), 'greedy' or 'none'.
+
+        With one trajectory the group mean equals the reward (zero advantage, no learning), so
+        'single_trajectory' uses no baseline.
+        """
+        if self.ablation == "greedy_baseline":
+            return "greedy"
+        if self.ablation in ("no_baseline", "single_trajectory"):
+            return "none"
+        return "group"
+
+    @property
+    def effective_bpr_weight(self) -> float:
+        return 0.0 if self.ablation == "no_aux" else self.bpr_weight
+
+    @property
+    def rollout_mode(self) -> str:
+        return "rerank" if self.ablation == "rerank" else "expand"
+
+    def resolve_device(self) -> str:
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    @classmethod
+    def for_dataset(cls, name: str, **overrides: Any) -> "TrainConfig":
+        if name not in DATASET_DEFAULTS:
+            raise KeyError(f"no defaults for dataset {name!r}; known: {sorted(DATASET_DEFAULTS)}")
+        known = {f.name for f in fields(cls)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise TypeError(f"unknown TrainConfig fields: {sorted(unknown)}")
+        return replace(cls(), dataset=name, **{**DATASET_DEFAULTS[name], **overrides})
+
+
+# The headline MiniLM runs (paper's hyperparameter table). MetaQA has no row: it uses Prime's.
+_PRIME: dict[str, Any] = dict(k0=3, pca_dim=256, hidden_dim=16, num_layers=3, dropout=0.1, expansion_sizes=(7, 10),
+                              frontier_caps=(20, 50), batch_size=16, lr=1e-3, weight_decay=1e-5, epochs=15,
+                              warmup_epochs=3, max_grad_norm=1.0, bpr_weight=1.0)
+DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
+    "prime": dict(_PRIME),
+    "mag": dict(_PRIME, hidden_dim=32, num_layers=4, expansion_sizes=(7, 7, 8), frontier_caps=(20, 30, 50)),
+    "amazon": dict(_PRIME, k0=10, hidden_dim=64, expansion_sizes=(4, 4, 4), frontier_caps=(20, 30, 50), lr=3e-4,
+                   epochs=10),
+    "metaqa": dict(_PRIME),
+}

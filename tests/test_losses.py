@@ -1,0 +1,119 @@
+"""Rewards, REINFORCE and BPR on hand-computed examples; the training configuration."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from seeder_dgl.training import (DATASET_DEFAULTS, TrainConfig, advantage, bpr_loss, group_advantage, recall_at_any,
+                                 reinforce_loss)
+
+
+def test_recall_at_any():
+    selected = torch.tensor([1, 1, 0, 1, 1, 0, 1], dtype=torch.bool)
+    labels = torch.tensor([1, 0, 1, 1, 0, 0, 0], dtype=torch.bool)
+    graph = torch.tensor([0, 0, 0, 1, 1, 1, 2])
+    num_answers = torch.tensor([4, 1, 0])  # graph 0 has two answers outside the subgraph; graph 2 has none
+    torch.testing.assert_close(recall_at_any(selected, labels, graph, num_answers), torch.tensor([0.25, 1.0, 0.0]))
+
+
+def test_group_advantage_and_baselines():
+    reward = torch.tensor([[1.0, 0.0, 0.5, 0.5], [0.2, 0.2, 0.2, 0.2]])
+    torch.testing.assert_close(group_advantage(reward), torch.tensor([[0.5, -0.5, 0.0, 0.0], [0.0] * 4]))
+    torch.testing.assert_close(advantage(reward, "none"), reward)
+    torch.testing.assert_close(advantage(reward, "greedy", torch.tensor([0.5, 0.0])),
+                               torch.tensor([[0.5, -0.5, 0.0, 0.0], [0.2] * 4]))
+    with pytest.raises(ValueError):
+        advantage(reward, "greedy")
+    with pytest.raises(ValueError):
+        advantage(reward, "critic")
+
+
+def test_reinforce_loss_by_hand():
+    logp = torch.tensor([[-1.0, -2.0], [-0.5, -3.0]], requires_grad=True)
+    reward = torch.tensor([[1.0, 0.0], [0.3, 0.1]])
+    # Advantages: [[.5, -.5], [.1, -.1]]; per query −1/M Σ Â log π: −.25, −.125; mean over queries −.1875
+    loss = reinforce_loss(logp, reward)
+    assert loss.item() == pytest.approx(-(0.5 * -1 - 0.5 * -2) / 2 / 2 - (0.1 * -0.5 - 0.1 * -3) / 2 / 2)
+    assert loss.item() == pytest.approx(-0.1875)
+    loss.backward()
+    torch.testing.assert_close(logp.grad, -torch.tensor([[0.5, -0.5], [0.1, -0.1]]) / 4)
+    assert reward.grad is None  # the reward is a constant of the policy gradient
+    assert reinforce_loss(logp, reward, "none").item() == pytest.approx(-(1 * -1 + 0.3 * -0.5 + 0.1 * -3) / 4)
+
+
+def test_bpr_loss_by_hand():
+    scores = torch.tensor([2.0, 0.0, 1.0, 3.0, -1.0, 0.5, 0.0], requires_grad=True)
+    labels = torch.tensor([1, 0, 0, 1, 1, 1, 1], dtype=torch.bool)
+    graph = torch.tensor([0, 0, 0, 1, 1, 2, 2])  # graph 1 has no negative, graph 2 no negative: no pairs
+    sp = lambda x: math.log1p(math.exp(x))  # noqa: E731  softplus
+    # Graph 0: pairs (2,0) and (2,1): mean of softplus(−2), softplus(−1). Only graph 0 has pairs.
+    expected = (sp(-2.0) + sp(-1.0)) / 2
+    loss = bpr_loss(scores, labels, graph)
+    assert loss.item() == pytest.approx(expected)
+    loss.backward()
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    assert scores.grad[0].item() == pytest.approx(-(sig(-2.0) + sig(-1.0)) / 2)
+    assert scores.grad[3:].abs().sum().item() == 0
+
+    margin = bpr_loss(scores, labels, graph, margin=0.5)
+    assert margin.item() == pytest.approx((sp(0.5 - 2.0) + sp(0.5 - 1.0)) / 2)
+
+
+def test_bpr_loss_means_per_query_then_over_queries():
+    # Graph 0: one pair (d=1); graph 1: 1 positive × 3 negatives (d=0,1,2). Query-level means, not pair-level.
+    scores = torch.tensor([1.0, 0.0, 2.0, 2.0, 1.0, 0.0])
+    labels = torch.tensor([1, 0, 1, 0, 0, 0], dtype=torch.bool)
+    graph = torch.tensor([0, 0, 1, 1, 1, 1])
+    sp = lambda x: math.log1p(math.exp(x))  # noqa: E731
+    expected = (sp(-1.0) + (sp(0.0) + sp(-1.0) + sp(-2.0)) / 3) / 2
+    assert bpr_loss(scores, labels, graph).item() == pytest.approx(expected)
+    # Node order does not matter (graphs need not be contiguous).
+    perm = torch.tensor([5, 2, 0, 3, 1, 4])
+    assert bpr_loss(scores[perm], labels[perm], graph[perm]).item() == pytest.approx(expected)
+
+
+def test_bpr_loss_without_pairs_is_a_differentiable_zero():
+    scores = torch.tensor([0.3, -0.2], requires_grad=True)
+    loss = bpr_loss(scores, torch.tensor([True, True]), torch.tensor([0, 1]))
+    assert loss.item() == 0.0 and loss.requires_grad
+    loss.backward()
+    assert torch.equal(scores.grad, torch.zeros(2))
+    empty = torch.zeros(0, requires_grad=True)
+    assert bpr_loss(empty, torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.int64)).item() == 0.0
+
+
+def test_config_dataset_defaults():
+    prime = TrainConfig.for_dataset("prime")
+    assert (prime.k0, prime.hidden_dim, prime.num_layers, prime.expansion_sizes, prime.frontier_caps) == (
+        3, 16, 3, (7, 10), (20, 50))
+    mag = TrainConfig.for_dataset("mag", lr=5e-4)
+    assert (mag.hidden_dim, mag.num_layers, mag.expansion_sizes, mag.frontier_caps, mag.lr) == (
+        32, 4, (7, 7, 8), (20, 30, 50), 5e-4)
+    amazon = TrainConfig.for_dataset("amazon")
+    assert (amazon.k0, amazon.hidden_dim, amazon.expansion_sizes, amazon.lr, amazon.epochs) == (
+        10, 64, (4, 4, 4), 3e-4, 10)
+    metaqa = TrainConfig.for_dataset("metaqa")
+    assert metaqa.dataset == "metaqa" and DATASET_DEFAULTS["metaqa"] == DATASET_DEFAULTS["prime"]
+    for cfg in (prime, mag, amazon):
+        assert (cfg.num_trajectories, cfg.batch_size, cfg.pca_dim, cfg.bpr_weight, cfg.bpr_margin) == (
+            8, 16, 256, 1.0, None)
+        assert (cfg.weight_decay, cfg.warmup_epochs, cfg.max_grad_norm, cfg.dropout) == (1e-5, 3, 1.0, 0.1)
+    with pytest.raises(TypeError):
+        TrainConfig.for_dataset("prime", hiden_dim=3)
+    with pytest.raises(KeyError):
+        TrainConfig.for_dataset("wikidata")
+    with pytest.raises(ValueError):
+        TrainConfig(ablation="nothing")
+    with pytest.raises(ValueError):
+        TrainConfig(expansion_sizes=(1, 2, 3))
+
+
+def test_config_ablation_switches():
+    cases = {"full": (8, "group", 1.0, "expand"), "rerank": (1, "group", 1.0, "rerank"),
+             "greedy_baseline": (8, "greedy", 1.0, "expand"), "single_trajectory": (1, "none", 1.0, "expand"),
+             "no_baseline": (8, "none", 1.0, "expand"), "no_aux": (8, "group", 0.0, "expand")}
+    for ablation, expected in cases.items():
+        cfg = TrainConfig(ablation=ablation)
+        assert (cfg.effective_num_trajectories, cfg.baseline, cfg.effective_bpr_weight, cfg.rollout_mode) == expected

@@ -1,0 +1,246 @@
+"""The model's graph layout and message-passing ops: DGL and pure torch must agree exactly."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from seeder_dgl.model import (DGLOps, SeederPolicy, SubgraphBatch, TorchOps, apply_pca, collate, dgl_available,
+                              fit_pca, scatter_softmax, select_ops)
+from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.training import TrainConfig
+
+REPO = Path(__file__).resolve().parents[1]
+needs_dgl = pytest.mark.skipif(not dgl_available("cpu"), reason="DGL is not installed")
+
+
+def random_record(rng: np.random.Generator, query_id: int, n: int, num_global: int = 1000, k0: int = 3,
+                  num_relations: int = 5, extra_edges: int | None = None, answer_rate: float = 0.1) -> QuerySubgraph:
+    """A connected random subgraph shaped like K-hop output: seeds first, every edge in both directions."""
+    parent = np.array([rng.integers(0, max(i, 1)) for i in range(k0, n)], dtype=np.int64)
+    extra = n if extra_edges is None else extra_edges
+    src = np.concatenate([np.arange(k0, n), rng.integers(0, n, extra)])
+    dst = np.concatenate([parent, rng.integers(0, n, extra)])
+    rel = rng.integers(0, num_relations, src.size)
+    hop = np.zeros(n, np.int8)
+    hop[k0:] = rng.integers(1, 3, n - k0)
+    labels = rng.random(n) < answer_rate
+    return QuerySubgraph(query_id=query_id, node_ids=rng.choice(num_global, n, replace=False), hop=hop,
+                         score=rng.random(n).astype(np.float32), src=np.concatenate([src, dst]),
+                         dst=np.concatenate([dst, src]), rel=np.concatenate([rel, rel]), labels=labels,
+                         num_answers=int(labels.sum()) + 1)
+
+
+def random_batch(seed: int = 0, sizes=(12, 30, 7), dim: int = 8, dtype=torch.float64) -> SubgraphBatch:
+    rng = np.random.default_rng(seed)
+    records = [random_record(rng, i, n) for i, n in enumerate(sizes)]
+    return collate(records, rng.normal(size=(1000, dim)), rng.normal(size=(len(sizes), dim)), dtype=dtype)
+
+
+def test_collate_offsets_and_replicate():
+    rng = np.random.default_rng(1)
+    records = [random_record(rng, i, n) for i, n in enumerate((5, 9, 4))]
+    feats = rng.normal(size=(1000, 4)).astype(np.float32)
+    batch = collate(records, feats, rng.normal(size=(3, 4)))
+    assert batch.num_nodes == 18 and batch.num_graphs == 3
+    assert batch.graph_index.tolist() == [0] * 5 + [1] * 9 + [2] * 4
+    assert batch.batch_num_edges.tolist() == [r.src.size for r in records]
+    # Each edge joins the same global nodes as in its record, and stays inside its graph.
+    for b, r in enumerate(records):
+        lo = int(batch.batch_num_edges[:b].sum())
+        hi = lo + r.src.size
+        assert np.array_equal(batch.node_ids[batch.src[lo:hi]].numpy(), r.node_ids[r.src])
+        assert np.array_equal(batch.node_ids[batch.dst[lo:hi]].numpy(), r.node_ids[r.dst])
+    assert torch.equal(batch.graph_index[batch.src], batch.graph_index[batch.dst])
+    np.testing.assert_array_equal(batch.x.numpy(), feats[np.concatenate([r.node_ids for r in records])])
+
+    rep = batch.replicate(3)
+    assert rep.num_graphs == 9 and rep.num_nodes == 54
+    assert rep.batch_num_nodes.tolist() == [5, 5, 5, 9, 9, 9, 4, 4, 4]
+    assert torch.equal(rep.graph_index[rep.src], rep.graph_index[rep.dst])
+    for g in range(9):
+        b = g // 3
+        mine = rep.graph_index == g
+        assert torch.equal(rep.node_ids[mine], batch.node_ids[batch.graph_index == b])
+        edges = rep.graph_index[rep.src] == g
+        orig = batch.graph_index[batch.src] == b
+        assert torch.equal(rep.node_ids[rep.src[edges]], batch.node_ids[batch.src[orig]])
+        assert torch.equal(rep.rel[edges], batch.rel[orig])
+    assert torch.equal(rep.num_answers, batch.num_answers.repeat_interleave(3))
+
+
+def test_induced_subgraph_keeps_edges_with_both_ends_inside():
+    batch = random_batch(2, dtype=torch.float32)
+    mask = torch.rand(batch.num_nodes, generator=torch.Generator().manual_seed(0)) < 0.5
+    view = batch.induced(mask)
+    assert torch.equal(view.nodes, torch.nonzero(mask).squeeze(1))
+    expected = {(int(s), int(d), int(r)) for s, d, r in zip(batch.src, batch.dst, batch.rel) if mask[s] and mask[d]}
+    got = {(int(view.nodes[s]), int(view.nodes[d]), int(r)) for s, d, r in zip(view.src, view.dst, view.rel)}
+    assert got == expected and len(view.src) == int((mask[batch.src] & mask[batch.dst]).sum())
+
+
+def test_scatter_softmax_sums_to_one_per_destination():
+    gen = torch.Generator().manual_seed(0)
+    dst = torch.randint(0, 10, (60,), generator=gen)  # several of the 12 nodes receive nothing
+    scores = torch.randn(60, 3, generator=gen, dtype=torch.float64) * 30  # large values: needs the max shift
+    alpha = scatter_softmax(scores, dst, 12)
+    sums = torch.zeros(12, 3, dtype=torch.float64).index_add(0, dst, alpha)
+    has_in = torch.bincount(dst, minlength=12) > 0
+    torch.testing.assert_close(sums[has_in], torch.ones_like(sums[has_in]))
+    assert torch.all(sums[~has_in] == 0) and torch.isfinite(alpha).all()
+    for i in dst.unique():
+        torch.testing.assert_close(alpha[dst == i], torch.softmax(scores[dst == i], dim=0))
+
+
+def _random_attention_inputs(view, heads=2, head_dim=3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    n, m = view.num_nodes, view.src.numel()
+    shapes = [(n, heads, head_dim)] * 3 + [(m, heads, head_dim)] * 2
+    return [torch.randn(*s, generator=gen, dtype=torch.float64).requires_grad_() for s in shapes]
+
+
+@needs_dgl
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dgl_and_torch_attention_agree_with_gradients(seed):
+    batch = random_batch(seed, sizes=(15, 40, 6, 22))
+    # A random induced view: dangling nodes and nodes without incoming edges are frequent.
+    mask = torch.rand(batch.num_nodes, generator=torch.Generator().manual_seed(seed)) < 0.6
+    view = batch.induced(mask)
+    in_degree = torch.bincount(view.dst, minlength=view.num_nodes)
+    assert (in_degree == 0).any(), "the case of nodes without incoming edges must be covered"
+    results = {}
+    for ops in (TorchOps(), DGLOps()):
+        inputs = _random_attention_inputs(view, seed=seed)
+        graph = ops.prepare(view)
+        out = ops.attend(graph, *inputs)
+        weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(99), dtype=torch.float64)
+        (out * weights).sum().backward()
+        soft = ops.edge_softmax(graph, inputs[3].detach().sum(-1))
+        results[ops.name] = (out.detach(), [t.grad for t in inputs], soft)
+    (out_t, grads_t, soft_t), (out_d, grads_d, soft_d) = results["torch"], results["dgl"]
+    torch.testing.assert_close(out_t, out_d, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(soft_t, soft_d, rtol=1e-10, atol=1e-10)
+    for gt, gd in zip(grads_t, grads_d):
+        torch.testing.assert_close(gt, gd, rtol=1e-10, atol=1e-10)
+    assert torch.all(out_t[in_degree == 0] == 0)
+
+
+@needs_dgl
+def test_ops_handle_graphs_without_edges():
+    batch = random_batch(3, sizes=(5, 5))
+    no_self_loop = batch.src != batch.dst  # the random graphs may have self-loops; drop them here
+    batch.src, batch.dst, batch.rel = batch.src[no_self_loop], batch.dst[no_self_loop], batch.rel[no_self_loop]
+    mask = torch.zeros(batch.num_nodes, dtype=torch.bool)
+    mask[[0, 7]] = True  # two nodes of different graphs: no edge between them
+    view = batch.induced(mask)
+    assert view.src.numel() == 0
+    for ops in (TorchOps(), DGLOps()):
+        out = ops.attend(ops.prepare(view), *_random_attention_inputs(view))
+        assert out.shape == (2, 2, 3) and torch.all(out == 0)
+
+
+@needs_dgl
+def test_encoder_and_heads_agree_across_ops():
+    batch = random_batch(4, sizes=(20, 35, 9))
+    results = {}
+    for ops in (TorchOps(), DGLOps()):
+        torch.manual_seed(0)
+        policy = SeederPolicy(in_dim=8, num_relations=5, hidden_dim=16, num_layers=2, heads=4).double().eval()
+        selected = batch.seed_mask.clone()
+        expansion = policy.expand(batch, selected, step=0, ops=ops)
+        selected[expansion.frontier.nodes] = True
+        scored = policy.score(batch, selected, ops=ops)
+        (expansion.logits.sum() + scored.scores.square().sum()).backward()
+        results[ops.name] = (expansion.logits.detach(), scored.scores.detach(),
+                             {k: p.grad.clone() for k, p in policy.named_parameters()})
+    (lt, st, gt), (ld, sd, gd) = results["torch"], results["dgl"]
+    torch.testing.assert_close(lt, ld, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(st, sd, rtol=1e-9, atol=1e-9)
+    assert gt.keys() == gd.keys()
+    for name in gt:
+        torch.testing.assert_close(gt[name], gd[name], rtol=1e-8, atol=1e-9, msg=name)
+
+
+def test_select_ops():
+    assert isinstance(select_ops("cpu", "torch"), TorchOps)
+    if dgl_available("cpu"):
+        assert isinstance(select_ops("cpu"), DGLOps) and isinstance(select_ops("cpu", "dgl"), DGLOps)
+    if not dgl_available("cuda"):  # PyPI DGL 2.1 is CPU-only: CUDA tensors go through torch
+        assert isinstance(select_ops("cuda"), TorchOps)
+        with pytest.raises(RuntimeError):
+            select_ops("cuda", "dgl")
+    with pytest.raises(ValueError):
+        select_ops("cpu", "tensorflow")
+
+
+def test_model_runs_without_dgl():
+    """The whole model imports and runs with DGL made unimportable (the GPU-without-DGL machine)."""
+    code = """
+import sys
+sys.modules['dgl'] = None  # any 'import dgl' now raises ImportError
+import numpy as np, torch
+import seeder_dgl.model, seeder_dgl.training
+from seeder_dgl.model import SeederPolicy, TorchOps, collate, select_ops
+from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.training import TrainConfig, training_objective
+assert isinstance(select_ops('cpu'), TorchOps)
+rng = np.random.default_rng(0)
+n = 30
+src = np.concatenate([np.arange(1, n), rng.integers(0, n, 20)]); dst = np.concatenate([np.zeros(n - 1, int), rng.integers(0, n, 20)])
+hop = np.ones(n, np.int8); hop[:3] = 0
+rec = QuerySubgraph(0, np.arange(n), hop, rng.random(n).astype(np.float32), np.concatenate([src, dst]),
+                    np.concatenate([dst, src]), np.zeros(2 * src.size, np.int64), rng.random(n) < 0.2, 5)
+batch = collate([rec, rec], rng.normal(size=(n, 8)), rng.normal(size=(2, 8)))
+cfg = TrainConfig(num_trajectories=3)
+policy = SeederPolicy.from_config(cfg, in_dim=8, num_relations=1)
+objective = training_objective(policy, batch, cfg)
+objective.loss.backward()
+print('ok', objective.reward.shape)
+"""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "ok torch.Size([2, 3])" in proc.stdout
+
+
+def test_no_module_imports_dgl_eagerly():
+    code = ("import sys; import seeder_dgl.model, seeder_dgl.training, seeder_dgl.model.policy; "
+            "print('dgl' in sys.modules)")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
+
+
+def test_fit_pca_is_deterministic_and_spans_the_top_subspace():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 12)) @ rng.normal(size=(12, 12))
+    mean, comps = fit_pca(x, 4, chunk_rows=64)  # several chunks
+    mean2, comps2 = fit_pca(x.astype(np.float32), 4)
+    np.testing.assert_allclose(comps, comps2, atol=1e-4)
+    np.testing.assert_allclose(mean, x.mean(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(comps @ comps.T, np.eye(4), atol=1e-5)
+    _, _, vt = np.linalg.svd(x - x.mean(0), full_matrices=False)
+    # Same subspace as the top-4 right singular vectors (projection matrices agree).
+    np.testing.assert_allclose(comps.T @ comps, vt[:4].T @ vt[:4], atol=1e-4)
+    out = apply_pca(x[:10], mean, comps)
+    assert out.shape == (10, 4) and out.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
+
+
+def test_parameter_count_prime_defaults():
+    cfg = TrainConfig.for_dataset("prime")
+    policy = SeederPolicy.from_config(cfg, in_dim=cfg.pca_dim, num_relations=18)
+    total = sum(p.numel() for p in policy.parameters())
+    parts = {name: sum(p.numel() for p in module.parameters()) for name, module in
+             [("node_input", policy.encoder.node_input), ("relations", policy.encoder.relations),
+              ("layers", policy.encoder.layers), ("expansion_head", policy.expansion_head),
+              ("scoring_head", policy.scoring_head)]}
+    print(f"\nSeederPolicy, Prime defaults (PCA 256, hidden 16, 3 layers, 18 relations): {total:,} parameters {parts}")
+    assert sum(parts.values()) == total
+    assert 50_000 < total < 200_000
