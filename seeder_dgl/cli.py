@@ -105,6 +105,198 @@ def neo4j_status():
     console.print(f"Neo4j {info['versions'][0]} {info['edition']} answers at {settings.uri}{pid}")
 
 
+# ---- shared option helpers ---------------------------------------------------------------------
+def _budgets(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
+    if not text:
+        return default
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise SeederError(f"--budgets takes comma-separated integers (e.g. 50,97), not {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise SeederError(f"--budgets needs one non-negative integer per hop, got {text!r}")
+    return values
+
+
+def _write_json(path, payload) -> None:
+    import json
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+# ---- ingest -----------------------------------------------------------------------------------
+@app.command()
+@one_line_errors
+def ingest(
+    dataset: str = typer.Argument(..., help="prime, mag, amazon, metaqa or synthetic."),
+    source: str = typer.Option(None, help="Local folder (or processed.zip) with the dataset's files; "
+                                          "STaRK graphs are downloaded from the Hugging Face hub without it."),
+    model: str = typer.Option(None, help="sentence-transformers model name or path for node embeddings "
+                                         "[default: all-MiniLM-L6-v2, packaged offline]."),
+    reset: bool = typer.Option(False, help="Delete the dataset from Neo4j first and ingest it anew."),
+    batch_size: int = typer.Option(256, help="Texts per encoder batch."),
+    quantization: bool = typer.Option(False, help="Quantize the vector index (less memory, approximate order)."),
+):
+    """Load a knowledge graph, embed its node texts and write it into Neo4j with a vector index.
+
+    Re-running changes nothing; a killed run continues where it stopped.
+    """
+    import time
+
+    from rich.table import Table
+
+    from seeder_dgl.datasets import cache_root, get_spec, model_label, resolve_model
+    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.writer import GraphWriter
+
+    spec = get_spec(dataset)
+    driver = open_driver()  # fail fast, before minutes of loading and encoding
+    t0 = time.perf_counter()
+    with console.status(f"Loading {spec.description}..."):
+        kg = spec.load_graph(source)
+    load_seconds = time.perf_counter() - t0
+    console.print(f"Loaded {dataset}: {kg.num_nodes:,} nodes, {kg.num_edges:,} triples, "
+                  f"{len(kg.relation_names)} relations ({load_seconds:.1f} s)")
+    t0 = time.perf_counter()
+    encoder = TextEncoder(resolve_model(model))
+    node_emb = encoder.encode(kg.node_texts, batch_size=batch_size, show_progress=True)
+    rel_emb = encoder.encode_relations(kg.relation_names)
+    encode_seconds = time.perf_counter() - t0
+    with driver:
+        summary = GraphWriter(driver, dataset).ingest(kg, node_emb, rel_emb, model_label(model),
+                                                      reset=reset, quantization=quantization)
+    record = {"dataset": dataset, "nodes": summary.nodes, "relationships": summary.relationships,
+              "duplicates_removed": summary.duplicates_removed, "model": summary.model,
+              "dimension": summary.dimension, "load_seconds": round(load_seconds, 2),
+              "encode_seconds": round(encode_seconds, 2), "write_seconds": round(summary.seconds, 2),
+              "node_seconds": round(summary.node_seconds, 2),
+              "relationship_seconds": round(summary.relationship_seconds, 2),
+              "index_seconds": round(summary.index_seconds, 2),
+              "nodes_per_second": round(summary.nodes_per_second), "relationships_per_second":
+              round(summary.relationships_per_second), "resumed": summary.resumed, "skipped": summary.skipped}
+    _write_json(cache_root() / dataset / "ingest.json", record)
+    if summary.skipped:
+        console.print(f"{dataset} is already in Neo4j with the same data and model: nothing to do "
+                      f"({summary.nodes:,} nodes, {summary.relationships:,} relationships).")
+        return
+    table = Table(title=f"ingest {dataset}" + (" (resumed)" if summary.resumed else ""))
+    for column in ("nodes", "relationships", "duplicates removed", "dim", "encode s", "write s",
+                   "nodes/s", "rels/s"):
+        table.add_column(column, justify="right")
+    table.add_row(f"{summary.nodes:,}", f"{summary.relationships:,}", f"{summary.duplicates_removed:,}",
+                  str(summary.dimension), f"{encode_seconds:.1f}", f"{summary.seconds:.1f}",
+                  f"{summary.nodes_per_second:,.0f}", f"{summary.relationships_per_second:,.0f}")
+    console.print(table)
+
+
+@app.command()
+@one_line_errors
+def status():
+    """List the datasets in Neo4j with their counts, model and state."""
+    from rich.table import Table
+
+    from seeder_dgl.graphstore.connection import Neo4jSettings, open_driver
+    from seeder_dgl.graphstore.cypher import query
+
+    settings = Neo4jSettings.from_env()
+    with open_driver(settings) as driver:
+        rows = driver.execute_query(query("dataset/list")).records
+    if not rows:
+        console.print(f"No dataset is ingested in {settings.uri}: run `seeder-dgl ingest metaqa`.")
+        return
+    table = Table(title=f"datasets in {settings.uri}")
+    for column in ("name", "status", "nodes", "relationships", "model", "dim"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r["name"], r["status"], f"{r['num_nodes']:,}", f"{r['num_relationships']:,}",
+                      str(r["model"]), str(r["dimension"]))
+    console.print(table)
+
+
+# ---- extract ----------------------------------------------------------------------------------
+@app.command()
+@one_line_errors
+def extract(
+    dataset: str = typer.Argument(..., help="An ingested dataset with questions (metaqa, prime, ...)."),
+    split: list[str] = typer.Option(["train", "val"], help="Question split(s) to extract; repeat the option."),
+    source: str = typer.Option(None, help="Folder of the dataset's question files [default: ../shared]."),
+    seeds: int = typer.Option(None, help="k0 dense seeds per query [default: the dataset's]."),
+    budgets: str = typer.Option(None, help="Nodes added per hop, comma-separated, e.g. 50,97 [default: the dataset's]."),
+    limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
+    overwrite: bool = typer.Option(False, help="Replace a cache built with other settings."),
+):
+    """Extract K-hop-with-filtering subgraphs of question splits from the live graph into the cache.
+
+    Training reads this cache and never queries Neo4j; a killed run resumes at the next shard.
+    """
+    from seeder_dgl.datasets import cache_root, get_spec
+    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.live import LiveGraph
+    from seeder_dgl.subgraph.extract import ExtractionSettings, extract_split
+
+    spec = get_spec(dataset)
+    if spec.load_questions is None:
+        raise SeederError(f"{dataset} has no questions to extract subgraphs for")
+    settings = ExtractionSettings(seeds=seeds or spec.retrieval.seeds,
+                                  budgets=_budgets(budgets, spec.retrieval.budgets))
+    with console.status(f"Loading {dataset} questions..."):
+        qa = spec.load_questions(source, None)
+    with open_driver() as driver:
+        graph = LiveGraph(driver, dataset)
+        encoder = _query_encoder(graph)
+        for name in split:
+            queries = qa.split(name)[:limit] if limit else qa.split(name)
+            embs = encoder.encode([q.text for q in queries], show_progress=False)
+            folder = cache_root() / dataset / "subgraphs" / name
+            summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite)
+            console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
+                          f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")
+
+
+def _query_encoder(graph):
+    """The encoder the dataset was ingested with: query and node embeddings must share a space."""
+    from seeder_dgl.datasets import resolve_model
+    from seeder_dgl.embeddings import TextEncoder
+
+    return TextEncoder(resolve_model(graph.info.model))
+
+
+# ---- upsert -----------------------------------------------------------------------------------
+@app.command()
+@one_line_errors
+def upsert(
+    dataset: str = typer.Argument(..., help="An ingested dataset."),
+    nodes: str = typer.Option(None, help="JSON-lines file: {\"id\", \"name\", \"type\", \"text\"?, \"embedding\"?} per line."),
+    edges: str = typer.Option(None, help="JSON-lines file: {\"source\", \"target\", \"relation\"} per line."),
+):
+    """Add or change nodes and relationships in the live graph; the next query sees them.
+
+    Missing embeddings are encoded with the dataset's model. All rows commit together or not at all.
+    """
+    from seeder_dgl.graphstore import upsert as live_update
+    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.live import LiveGraph
+
+    if not nodes and not edges:
+        raise SeederError("give --nodes FILE and/or --edges FILE (JSON lines)")
+    node_rows = live_update.parse_nodes(live_update.read_jsonl(nodes)) if nodes else []
+    edge_rows = live_update.parse_edges(live_update.read_jsonl(edges)) if edges else []
+    with open_driver() as driver:
+        encoder = _query_encoder(LiveGraph(driver, dataset))
+        result = live_update.upsert(driver, dataset, node_rows, edge_rows,
+                                    encode=lambda texts: encoder.encode(texts, show_progress=False))
+    new = f", new relations: {', '.join(result['new_relations'])}" if result["new_relations"] else ""
+    console.print(f"upserted {result['nodes_written']} nodes and {result['edges_written']} edges into {dataset}; "
+                  f"it now has {result['nodes']:,} nodes and {result['relationships']:,} relationships{new}")
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 
