@@ -142,6 +142,8 @@ def ingest(
     reset: bool = typer.Option(False, help="Delete the dataset from Neo4j first and ingest it anew."),
     batch_size: int = typer.Option(256, help="Texts per encoder batch."),
     quantization: bool = typer.Option(False, help="Quantize the vector index (less memory, approximate order)."),
+    name: str = typer.Option(None, help="Store under this dataset name (e.g. your own graph in MetaQA format "
+                                        "with --source) [default: the dataset argument]."),
 ):
     """Load a knowledge graph, embed its node texts and write it into Neo4j with a vector index.
 
@@ -157,6 +159,7 @@ def ingest(
     from seeder_dgl.graphstore.writer import GraphWriter
 
     spec = get_spec(dataset)
+    stored_as = name or dataset
     driver = open_driver()  # fail fast, before minutes of loading and encoding
     t0 = time.perf_counter()
     with console.status(f"Loading {spec.description}..."):
@@ -170,9 +173,9 @@ def ingest(
     rel_emb = encoder.encode_relations(kg.relation_names)
     encode_seconds = time.perf_counter() - t0
     with driver:
-        summary = GraphWriter(driver, dataset).ingest(kg, node_emb, rel_emb, model_label(model),
+        summary = GraphWriter(driver, stored_as).ingest(kg, node_emb, rel_emb, model_label(model),
                                                       reset=reset, quantization=quantization)
-    record = {"dataset": dataset, "nodes": summary.nodes, "relationships": summary.relationships,
+    record = {"dataset": stored_as, "format": dataset, "nodes": summary.nodes, "relationships": summary.relationships,
               "duplicates_removed": summary.duplicates_removed, "model": summary.model,
               "dimension": summary.dimension, "load_seconds": round(load_seconds, 2),
               "encode_seconds": round(encode_seconds, 2), "write_seconds": round(summary.seconds, 2),
@@ -181,12 +184,12 @@ def ingest(
               "index_seconds": round(summary.index_seconds, 2),
               "nodes_per_second": round(summary.nodes_per_second), "relationships_per_second":
               round(summary.relationships_per_second), "resumed": summary.resumed, "skipped": summary.skipped}
-    _write_json(cache_root() / dataset / "ingest.json", record)
+    _write_json(cache_root() / stored_as / "ingest.json", record)
     if summary.skipped:
-        console.print(f"{dataset} is already in Neo4j with the same data and model: nothing to do "
+        console.print(f"{stored_as} is already in Neo4j with the same data and model: nothing to do "
                       f"({summary.nodes:,} nodes, {summary.relationships:,} relationships).")
         return
-    table = Table(title=f"ingest {dataset}" + (" (resumed)" if summary.resumed else ""))
+    table = Table(title=f"ingest {stored_as}" + (" (resumed)" if summary.resumed else ""))
     for column in ("nodes", "relationships", "duplicates removed", "dim", "encode s", "write s",
                    "nodes/s", "rels/s"):
         table.add_column(column, justify="right")
@@ -231,16 +234,22 @@ def extract(
     budgets: str = typer.Option(None, help="Nodes added per hop, comma-separated, e.g. 50,97 [default: the dataset's]."),
     limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
     overwrite: bool = typer.Option(False, help="Replace a cache built with other settings."),
+    engine: str = typer.Option("cypher", help="cypher: every query through Cypher on the live graph; memory: "
+                                              "read the graph from Neo4j once, then the same K-hop in memory (faster)."),
 ):
     """Extract K-hop-with-filtering subgraphs of question splits from the live graph into the cache.
 
     Training reads this cache and never queries Neo4j; a killed run resumes at the next shard.
     """
+    import dataclasses
+
     from seeder_dgl.datasets import cache_root, get_spec
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.live import LiveGraph
-    from seeder_dgl.subgraph.extract import ExtractionSettings, extract_split
+    from seeder_dgl.subgraph.extract import ExtractionSettings, SnapshotGraph, extract_split
 
+    if engine not in ("cypher", "memory"):
+        raise SeederError(f"--engine is cypher or memory, not {engine!r}")
     spec = get_spec(dataset)
     if spec.load_questions is None:
         raise SeederError(f"{dataset} has no questions to extract subgraphs for")
@@ -251,6 +260,11 @@ def extract(
     with open_driver() as driver:
         graph = LiveGraph(driver, dataset)
         encoder = _query_encoder(graph)
+        if engine == "memory":
+            from seeder_dgl.graphstore.export import export_graph
+
+            graph = SnapshotGraph(graph, export_graph(driver, dataset, cache_root() / dataset / "export"))
+            settings = dataclasses.replace(settings, exact_seeds=True)  # seeding in memory is an exact scan
         for name in split:
             queries = qa.split(name)[:limit] if limit else qa.split(name)
             embs = encoder.encode([q.text for q in queries], show_progress=False)
@@ -266,6 +280,54 @@ def _query_encoder(graph):
     from seeder_dgl.embeddings import TextEncoder
 
     return TextEncoder(resolve_model(graph.info.model))
+
+
+# ---- query ------------------------------------------------------------------------------------
+@app.command("query")
+@one_line_errors
+def query_command(
+    dataset: str = typer.Argument(..., help="An ingested dataset."),
+    question: str = typer.Argument(..., help="The question, in natural language."),
+    k: int = typer.Option(20, "--k", help="How many nodes to return."),
+    method: str = typer.Option("seeder", help="seeder (trained policy), dense, khop or ppr."),
+    output: str = typer.Option("table", "--format", help="table, json or triples."),
+    checkpoint: str = typer.Option(None, help="Policy checkpoint [default: runs/<dataset>/full/best.pt]."),
+    seeds: int = typer.Option(None, help="k0 dense seeds [default: the dataset's]."),
+    budgets: str = typer.Option(None, help="K-hop nodes per hop, e.g. 50,97 [default: the dataset's]."),
+):
+    """Retrieve from the live graph: embed the question, seed and expand in Neo4j, rank.
+
+    [bold]--format triples[/] prints the retrieved subgraph as text triples a language model can read.
+    """
+    import json
+
+    from rich.table import Table
+
+    from seeder_dgl.api import Retriever
+    from seeder_dgl.datasets import DATASETS, RetrievalDefaults
+
+    if output not in ("table", "json", "triples"):
+        raise SeederError(f"--format is table, json or triples, not {output!r}")
+    defaults = DATASETS[dataset].retrieval if dataset in DATASETS else RetrievalDefaults()
+    with Retriever(dataset, method=method, checkpoint=checkpoint, seeds=seeds,
+                   budgets=_budgets(budgets, defaults.budgets)) as retriever:
+        result = retriever.retrieve(question, k=k)
+    if output == "json":
+        print(json.dumps(result.to_dict(), indent=2))
+        return
+    if output == "triples":
+        for line in result.triples():
+            print(line)
+        if not result.triples():
+            print("\n".join(f"{n.name} ({n.type})" for n in result.nodes))
+        return
+    table = Table(title=f"{method} on {dataset}: {result.subgraph_size} nodes considered, "
+                        f"{result.seconds * 1000:.0f} ms")
+    for column in ("rank", "id", "type", "name", "score"):
+        table.add_column(column, justify="right" if column in ("rank", "id", "score") else "left")
+    for rank, node in enumerate(result.nodes, start=1):
+        table.add_row(str(rank), str(node.id), node.type, node.name, f"{node.score:.4f}")
+    console.print(table)
 
 
 # ---- upsert -----------------------------------------------------------------------------------

@@ -170,3 +170,11 @@ class LiveGraph:
             raise LiveGraphError(f"nodes {missing[:5]} disappeared from {self.info.name!r} during the query: ask again")
         emb = np.asarray([by_id[i]["embedding"] for i in ids], dtype=np.float32).reshape(len(ids), self.info.dimension)
         return emb, [by_id[i]["type"] for i in ids], [by_id[i]["name"] for i in ids]
+
+    def triples(self, node_ids) -> list[tuple[str, str, str]]:
+        """(head name, relation, tail name) of every stored relationship among the nodes."""
+        ids = [int(i) for i in node_ids]
+        if not ids:
+            return []
+        rows = self._run("retrieval/triples", "reading the retrieved triples", ids=ids)
+        return [(r["source_name"], r["relation"].lower(), r["target_name"]) for r in rows]

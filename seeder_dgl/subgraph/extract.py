@@ -15,7 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from loaders.kg import Query
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.export import GraphExport
 from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter
 from seeder_dgl.subgraph import cache
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -36,6 +38,34 @@ class ExtractionSettings:
         return self.seeds + sum(self.budgets)
 
 
+class SnapshotGraph:
+    """LiveGraph's seeding and K-hop-with-filtering over an export of the live graph.
+
+    One read of Neo4j, then the in-memory reference (tested equal to the Cypher statements):
+    the fast path for extracting tens of thousands of training subgraphs. Seeding is exact here,
+    where the live path searches the HNSW index.
+    """
+
+    def __init__(self, live: LiveGraph, export: GraphExport):
+        self.info = live.info
+        self._live = live
+        self.node_emb = export.node_emb
+        self.rel_emb = export.relation_emb
+        keep = export.rel >= 0
+        self.arrays = GraphArrays.from_arrays(export.num_nodes, export.src[keep], export.dst[keep], export.rel[keep])
+
+    def check_ready(self) -> None:
+        self._live.check_ready()
+
+    def dense_seeds(self, embedding: np.ndarray, k: int, exact: bool = True) -> list[tuple[int, float]]:
+        ids, sims = dense_topk(self.node_emb, embedding, k)
+        return list(zip(ids.tolist(), sims.tolist()))
+
+    def khop_filter(self, embedding: np.ndarray, seeds: list[tuple[int, float]], budgets: list[int]) -> QuerySubgraph:
+        return khop_filter(self.arrays, self.node_emb, self.rel_emb, embedding, [s for s, _ in seeds], budgets,
+                           seed_scores=[v for _, v in seeds])
+
+
 def label_subgraph(sub: QuerySubgraph, query: Query) -> QuerySubgraph:
     answers = set(int(a) for a in query.answers)
     sub.query_id = int(query.id)
@@ -44,12 +74,12 @@ def label_subgraph(sub: QuerySubgraph, query: Query) -> QuerySubgraph:
     return sub
 
 
-def extract_one(graph: LiveGraph, embedding: np.ndarray, settings: ExtractionSettings) -> QuerySubgraph:
+def extract_one(graph: LiveGraph | SnapshotGraph, embedding: np.ndarray, settings: ExtractionSettings) -> QuerySubgraph:
     seeds = graph.dense_seeds(embedding, settings.seeds, exact=settings.exact_seeds)
     return graph.khop_filter(embedding, seeds, list(settings.budgets))
 
 
-def extract_split(graph: LiveGraph, queries: list[Query], query_emb: np.ndarray, folder: Path,
+def extract_split(graph: LiveGraph | SnapshotGraph, queries: list[Query], query_emb: np.ndarray, folder: Path,
                   settings: ExtractionSettings, shard_size: int = 256, progress: bool = True,
                   overwrite: bool = False) -> dict:
     """Extract and cache every query's subgraph; returns a summary (counts, coverage, seconds)."""
@@ -66,8 +96,8 @@ def extract_split(graph: LiveGraph, queries: list[Query], query_emb: np.ndarray,
 
         found = json.loads(manifest.read_text())
         if {k: found.get(k) for k in wanted} != wanted:
-            raise SeederError(f"{folder} holds subgraphs extracted with other settings: pass --overwrite "
-                              "to replace them, or choose another --cache-dir")
+            raise SeederError(f"{folder} holds subgraphs extracted with other settings "
+                              f"({found.get('settings')}): pass --overwrite to replace them")
     if overwrite:
         for old in folder.glob("shard-*.npz"):
             old.unlink()

@@ -1,0 +1,178 @@
+"""The Python API: retrieve from a live Neo4j graph with one call.
+
+    from seeder_dgl import Retriever
+    with Retriever("metaqa") as retriever:
+        result = retriever.retrieve("who directed the movies written by Kazuo Ishiguro", k=20)
+        for node in result.nodes: print(node.id, node.type, node.name, node.score)
+        print("\n".join(result.triples()))
+
+Every call embeds the question, seeds and expands on the database as it is now (Cypher), and
+ranks with the chosen method. New nodes and relationships (``upsert``) are seen at once.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from seeder_dgl.errors import SeederError
+
+METHODS = ("seeder", "dense", "khop", "ppr")
+MAX_QUESTION_CHARS = 4000
+
+
+@dataclass
+class RetrievedNode:
+    id: int
+    type: str
+    name: str
+    score: float
+
+
+@dataclass
+class Retrieval:
+    question: str
+    method: str
+    nodes: list[RetrievedNode]
+    seconds: float
+    """Seeding, expansion and ranking on the live graph (the question's embedding excluded)."""
+    subgraph_size: int
+    _triples: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
+
+    def triples(self) -> list[str]:
+        """The relationships among the retrieved nodes as 'head -[relation]-> tail' lines."""
+        return [f"{h} -[{r}]-> {t}" for h, r, t in self._triples]
+
+    def to_dict(self) -> dict:
+        return {"question": self.question, "method": self.method, "seconds": round(self.seconds, 4),
+                "subgraph_size": self.subgraph_size,
+                "nodes": [vars(n) for n in self.nodes],
+                "triples": [{"head": h, "relation": r, "tail": t} for h, r, t in self._triples]}
+
+
+def rank_khop(node_ids: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
+    """K-hop-with-filtering's own ranking: seeds by similarity, others by K-hop score, one list
+    (score descending, ties by smaller id) — the rule of ``retrieval.baselines.KHopRetriever``."""
+    order = np.lexsort((node_ids, -scores.astype(np.float64)))
+    return [(int(node_ids[i]), float(scores[i])) for i in order]
+
+
+class Retriever:
+    """Retrieval on one ingested dataset of a live Neo4j graph."""
+
+    def __init__(self, dataset: str, *, method: str = "seeder", checkpoint: str | Path | None = None,
+                 seeds: int | None = None, budgets: tuple[int, ...] | None = None, driver=None,
+                 encoder=None, exact_seeds: bool = False):
+        from seeder_dgl.datasets import DATASETS, RetrievalDefaults, runs_root
+        from seeder_dgl.graphstore.connection import open_driver
+        from seeder_dgl.graphstore.live import LiveGraph
+
+        self._check_method(method)
+        self.dataset = dataset
+        self.method = method
+        self._own_driver = driver is None
+        self.driver = driver or open_driver()
+        try:
+            self.graph = LiveGraph(self.driver, dataset)
+            self.graph.check_ready()
+        except SeederError:
+            self.close()
+            raise
+        defaults = DATASETS[dataset].retrieval if dataset in DATASETS else RetrievalDefaults()
+        self.seeds = seeds or defaults.seeds
+        self.budgets = tuple(budgets or defaults.budgets)
+        self.exact_seeds = exact_seeds
+        self._encoder = encoder
+        self._checkpoint_path = Path(checkpoint) if checkpoint else runs_root() / dataset / "full" / "best.pt"
+        self._policy = None
+
+    @staticmethod
+    def _check_method(method: str) -> None:
+        if method not in METHODS:
+            raise SeederError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._own_driver and self.driver is not None:
+            self.driver.close()
+            self.driver = None
+
+    def __enter__(self) -> "Retriever":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- pieces -------------------------------------------------------------------------------
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            from seeder_dgl.datasets import resolve_model
+            from seeder_dgl.embeddings import TextEncoder
+
+            self._encoder = TextEncoder(resolve_model(self.graph.info.model))
+        return self._encoder
+
+    @property
+    def policy(self):
+        if self._policy is None:
+            from seeder_dgl.training.checkpoint import load_policy
+
+            if not self._checkpoint_path.exists():
+                raise SeederError(f"no trained checkpoint at {self._checkpoint_path}: run `seeder-dgl train "
+                                  f"{self.dataset}`, pass --checkpoint, or use --method khop")
+            self._policy = load_policy(self._checkpoint_path, dataset=self.dataset,
+                                       embedding_model=self.graph.info.model, dimension=self.graph.info.dimension)
+        return self._policy
+
+    def embed(self, question: str) -> np.ndarray:
+        question = (question or "").strip()
+        if not question:
+            raise SeederError("the question is empty: ask something")
+        # The encoder truncates to its own token limit; cap the characters sent to it as well.
+        return self.encoder.encode([question[:MAX_QUESTION_CHARS]], show_progress=False)[0]
+
+    # ---- retrieval ----------------------------------------------------------------------------
+    def retrieve(self, question: str, k: int = 20, method: str | None = None) -> Retrieval:
+        method = method or self.method
+        self._check_method(method)
+        if k <= 0:
+            raise SeederError(f"k must be at least 1, not {k}")
+        q = self.embed(question)  # not timed: the first call also loads the encoder
+        start = time.perf_counter()
+        if method == "dense":
+            ranked, size = self.graph.dense_seeds(q, k, exact=self.exact_seeds), k
+        else:
+            seeds = self.graph.dense_seeds(q, self.seeds, exact=self.exact_seeds)
+            if method == "ppr":
+                ranked, size = self._ppr(q, seeds, k)
+            else:
+                sub = self.graph.khop_filter(q, seeds, list(self.budgets))
+                size = sub.num_nodes
+                if method == "khop":
+                    ranked = rank_khop(sub.node_ids, sub.score)[:k]
+                else:
+                    node_emb, _, _ = self.graph.node_features(sub.node_ids)
+                    ranked = self.policy.rank([sub], [node_emb], q[None, :], k=k)[0]
+        nodes = self._describe(ranked)
+        triples = self.graph.triples([n.id for n in nodes])
+        return Retrieval(question, method, nodes, time.perf_counter() - start, size, triples)
+
+    def _ppr(self, q: np.ndarray, seeds, k: int):
+        """PPR over a 2-hop neighbourhood read from the live graph (wider K-hop budgets, no policy)."""
+        from seeder_dgl.retrieval.baselines import PPRRetriever
+        from seeder_dgl.retrieval.memory import GraphArrays
+
+        sub = self.graph.khop_filter(q, seeds, [200, 800])
+        node_emb, _, _ = self.graph.node_features(sub.node_ids)
+        local = GraphArrays.from_arrays(sub.num_nodes, sub.src, sub.dst, sub.rel)
+        retriever = PPRRetriever(local, node_emb, self.graph.info.relation_embeddings)
+        return [(int(sub.node_ids[i]), s) for i, s in retriever.retrieve(q, k)], sub.num_nodes
+
+    def _describe(self, ranked: list[tuple[int, float]]) -> list[RetrievedNode]:
+        if not ranked:
+            return []
+        _, types, names = self.graph.node_features([i for i, _ in ranked])
+        return [RetrievedNode(i, t, n, float(s)) for (i, s), t, n in zip(ranked, types, names)]
