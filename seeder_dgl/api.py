@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.seeding import seed
 
 METHODS = ("seeder", "dense", "khop", "ppr")
 MAX_QUESTION_CHARS = 4000
@@ -64,8 +65,9 @@ class Retriever:
 
     def __init__(self, dataset: str, *, method: str = "seeder", checkpoint: str | Path | None = None,
                  seeds: int | None = None, budgets: tuple[int, ...] | None = None, driver=None,
-                 encoder=None, exact_seeds: bool = False):
-        from seeder_dgl.datasets import DATASETS, RetrievalDefaults, runs_root
+                 encoder=None, exact_seeds: bool = False, profile: str = "paper", seeding: str | None = None):
+        from seeder_dgl.datasets import retrieval_profile, runs_root
+        from seeder_dgl.graphstore.seeding import check_mode
         from seeder_dgl.graphstore.connection import open_driver
         from seeder_dgl.graphstore.live import LiveGraph
 
@@ -80,9 +82,10 @@ class Retriever:
         except SeederError:
             self.close()
             raise
-        defaults = DATASETS[dataset].retrieval if dataset in DATASETS else RetrievalDefaults()
+        defaults = retrieval_profile(dataset, profile)
         self.seeds = seeds or defaults.seeds
         self.budgets = tuple(budgets or defaults.budgets)
+        self.seeding = check_mode(seeding or defaults.seeding)
         self.exact_seeds = exact_seeds
         self._encoder = encoder
         self._checkpoint_path = Path(checkpoint) if checkpoint else runs_root() / dataset / "full" / "best.pt"
@@ -145,7 +148,7 @@ class Retriever:
         if method == "dense":
             ranked, size = self.graph.dense_seeds(q, k, exact=self.exact_seeds), k
         else:
-            seeds = self.graph.dense_seeds(q, self.seeds, exact=self.exact_seeds)
+            seeds = seed(self.graph, question, q, self.seeds, self.seeding, exact=self.exact_seeds)
             if method == "ppr":
                 ranked, size = self._ppr(q, seeds, k)
             else:

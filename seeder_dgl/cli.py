@@ -230,8 +230,10 @@ def extract(
     dataset: str = typer.Argument(..., help="An ingested dataset with questions (metaqa, prime, ...)."),
     split: list[str] = typer.Option(["train", "val"], help="Question split(s) to extract; repeat the option."),
     source: str = typer.Option(None, help="Folder of the dataset's question files [default: ../shared]."),
-    seeds: int = typer.Option(None, help="k0 dense seeds per query [default: the dataset's]."),
-    budgets: str = typer.Option(None, help="Nodes added per hop, comma-separated, e.g. 50,97 [default: the dataset's]."),
+    seeds: int = typer.Option(None, help="k0 seeds per query [default: the profile's]."),
+    budgets: str = typer.Option(None, help="Nodes added per hop, comma-separated, e.g. 50,97 [default: the profile's]."),
+    profile: str = typer.Option("paper", help="Retrieval settings: paper, or a dataset's own (MetaQA: deep)."),
+    seeding: str = typer.Option(None, help="dense, fulltext or hybrid [default: the profile's]."),
     limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
     overwrite: bool = typer.Option(False, help="Replace a cache built with other settings."),
     engine: str = typer.Option("cypher", help="cypher: every query through Cypher on the live graph; memory: "
@@ -243,9 +245,10 @@ def extract(
     """
     import dataclasses
 
-    from seeder_dgl.datasets import cache_root, get_spec
+    from seeder_dgl.datasets import cache_root, get_spec, retrieval_profile
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.live import LiveGraph
+    from seeder_dgl.graphstore.seeding import check_mode
     from seeder_dgl.subgraph.extract import ExtractionSettings, SnapshotGraph, extract_split
 
     if engine not in ("cypher", "memory"):
@@ -253,8 +256,9 @@ def extract(
     spec = get_spec(dataset)
     if spec.load_questions is None:
         raise SeederError(f"{dataset} has no questions to extract subgraphs for")
-    settings = ExtractionSettings(seeds=seeds or spec.retrieval.seeds,
-                                  budgets=_budgets(budgets, spec.retrieval.budgets))
+    defaults = retrieval_profile(dataset, profile)
+    settings = ExtractionSettings(seeds=seeds or defaults.seeds, budgets=_budgets(budgets, defaults.budgets),
+                                  seeding=check_mode(seeding or defaults.seeding))
     with console.status(f"Loading {dataset} questions..."):
         qa = spec.load_questions(source, None)
     with open_driver() as driver:
@@ -268,7 +272,7 @@ def extract(
         for name in split:
             queries = qa.split(name)[:limit] if limit else qa.split(name)
             embs = encoder.encode([q.text for q in queries], show_progress=False)
-            folder = cache_root() / dataset / "subgraphs" / name
+            folder = cache_root() / dataset / "subgraphs" / (name if profile == "paper" else f"{profile}-{name}")
             summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite)
             console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
                           f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")
@@ -292,8 +296,11 @@ def query_command(
     method: str = typer.Option("seeder", help="seeder (trained policy), dense, khop or ppr."),
     output: str = typer.Option("table", "--format", help="table, json or triples."),
     checkpoint: str = typer.Option(None, help="Policy checkpoint [default: runs/<dataset>/full/best.pt]."),
-    seeds: int = typer.Option(None, help="k0 dense seeds [default: the dataset's]."),
-    budgets: str = typer.Option(None, help="K-hop nodes per hop, e.g. 50,97 [default: the dataset's]."),
+    seeds: int = typer.Option(None, help="k0 seeds [default: the profile's]."),
+    budgets: str = typer.Option(None, help="K-hop nodes per hop, e.g. 50,97 [default: the profile's]."),
+    profile: str = typer.Option("paper", help="Retrieval settings: paper (dense, k0=3, B=150) or a dataset's "
+                                              "own, e.g. deep for MetaQA (full-text seed, 3 hops, B=500)."),
+    seeding: str = typer.Option(None, help="dense, fulltext or hybrid [default: the profile's]."),
 ):
     """Retrieve from the live graph: embed the question, seed and expand in Neo4j, rank.
 
@@ -304,12 +311,12 @@ def query_command(
     from rich.table import Table
 
     from seeder_dgl.api import Retriever
-    from seeder_dgl.datasets import DATASETS, RetrievalDefaults
+    from seeder_dgl.datasets import retrieval_profile
 
     if output not in ("table", "json", "triples"):
         raise SeederError(f"--format is table, json or triples, not {output!r}")
-    defaults = DATASETS[dataset].retrieval if dataset in DATASETS else RetrievalDefaults()
-    with Retriever(dataset, method=method, checkpoint=checkpoint, seeds=seeds,
+    defaults = retrieval_profile(dataset, profile)
+    with Retriever(dataset, method=method, checkpoint=checkpoint, seeds=seeds, profile=profile, seeding=seeding,
                    budgets=_budgets(budgets, defaults.budgets)) as retriever:
         result = retriever.retrieve(question, k=k)
     if output == "json":
@@ -328,6 +335,45 @@ def query_command(
     for rank, node in enumerate(result.nodes, start=1):
         table.add_row(str(rank), str(node.id), node.type, node.name, f"{node.score:.4f}")
     console.print(table)
+
+
+# ---- eval -------------------------------------------------------------------------------------
+@app.command("eval")
+@one_line_errors
+def eval_command(
+    dataset: str = typer.Argument(..., help="An ingested dataset with questions."),
+    split: str = typer.Option("val", help="Question split to score (MetaQA also val_1hop, val_2hop, ...)."),
+    qa_file: str = typer.Option(None, "--qa-file", help="Questions in the dataset's format (MetaQA: matched to the "
+                                                        "graph by name; unknown names are reported)."),
+    methods: str = typer.Option(None, help="Comma list: dense,khop,ppr,ppr_mmr,beam,pcst,seeder,seeder-<ablation> "
+                                           "[default: all found]."),
+    k: int = typer.Option(20, "--k", help="Cut-off of Hit@k/Recall@k."),
+    depth: int = typer.Option(None, help="Nodes asked of each method; @any/size over them [default: K-hop budget B]."),
+    limit: int = typer.Option(None, help="Only the first N questions."),
+    checkpoint: str = typer.Option(None, help="SeedER checkpoint [default: runs/<dataset>/full/best.pt]."),
+    out: str = typer.Option(None, help="Result folder [default: benchmarks/results/eval-<dataset>-<split>/]."),
+    sweep: bool = typer.Option(False, help="Also the budget sweep and k-hop growth plots."),
+    sweep_queries: int = typer.Option(500, help="Questions (fixed sample) for --sweep."),
+    per_query: bool = typer.Option(False, "--per-query", help="Keep per-query metrics and rankings in results.json."),
+    source: str = typer.Option(None, help="Folder of the question files (MetaQA: also kb.txt for --qa-file)."),
+    coverage: bool = typer.Option(False, help="Instead: seed and subgraph coverage per hop for each seeding mode "
+                                              "and budget (the seeding/depth report)."),
+    per_hop: int = typer.Option(300, help="With --coverage: questions sampled per hop count."),
+    engine: str = typer.Option("memory", help="With --coverage: K-hop through cypher, or in memory over an export."),
+):
+    """Score every retriever on the same questions: table, results.json/.md, STaRK-format predictions, plots."""
+    if coverage:
+        from seeder_dgl.evaluation.coverage import run_coverage
+
+        if engine not in ("cypher", "memory"):
+            raise SeederError(f"--engine is cypher or memory, not {engine!r}")
+        run_coverage(dataset, split=split, per_group=per_hop, engine=engine, source=source, out=out)
+        return
+    from seeder_dgl.evaluation.command import run_eval
+
+    run_eval(dataset, split=split, qa_file=qa_file, methods=methods, k=k, depth=depth, limit=limit,
+             checkpoint=checkpoint, out=out, sweep=sweep, sweep_queries=sweep_queries,
+             per_query=per_query, source=source, console=console)
 
 
 # ---- upsert -----------------------------------------------------------------------------------

@@ -53,8 +53,9 @@ def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, da
     path = Path(cache_dir) / f"export-{version}.npz" if cache_dir else None
     if path is not None and path.exists():
         with np.load(path, allow_pickle=False) as z:
-            return GraphExport(int(z["num_nodes"]), z["node_emb"], z["node_type"], list(z["node_type_names"]),
-                               z["src"], z["dst"], z["rel"], list(z["relation_types"]), z["relation_emb"])
+            # .tolist(): plain str, not numpy.str_ (checkpoints are loaded with weights_only=True)
+            return GraphExport(int(z["num_nodes"]), z["node_emb"], z["node_type"], z["node_type_names"].tolist(),
+                               z["src"], z["dst"], z["rel"], z["relation_types"].tolist(), z["relation_emb"])
     label = graph.label
     top = driver.execute_query(query("export/max_id", dataset=label), database_=database).records[0]
     n = int(top["max_id"]) + 1 if top["max_id"] is not None else 0

@@ -178,3 +178,15 @@ class LiveGraph:
             return []
         rows = self._run("retrieval/triples", "reading the retrieved triples", ids=ids)
         return [(r["source_name"], r["relation"].lower(), r["target_name"]) for r in rows]
+
+    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = 50) -> list[dict]:
+        """Nodes whose names match the question's words: id, name, Lucene score and cos(q, v)."""
+        from seeder_dgl.graphstore.seeding import lucene_query
+
+        lucene = lucene_query(question)
+        if not lucene:
+            return []
+        rows = self._run("seeding/fulltext", "full-text seeding", index=f"{self.label}_name", lucene=lucene,
+                         candidates=int(candidates), embedding=self.query_vector(embedding))
+        return [{"id": int(r["id"]), "name": r["name"], "text_score": float(r["text_score"]),
+                 "similarity": float(r["similarity"])} for r in rows]

@@ -189,6 +189,7 @@ class GraphWriter:
                     "re-ingest with --reset to replace it"
                 )
             if existing.get("status") == "complete":
+                self._create_indexes(dim, quantization)  # an index dropped by hand comes back; else a no-op
                 return IngestSummary(self.dataset, existing["num_nodes"], existing["num_relationships"],
                                      existing.get("duplicates_removed", 0), dim, model,
                                      seconds=time.perf_counter() - start, skipped=True)

@@ -17,6 +17,7 @@ from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.export import GraphExport
 from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.graphstore.seeding import seed
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter
 from seeder_dgl.subgraph import cache
 from seeder_dgl.subgraph.record import QuerySubgraph
@@ -32,6 +33,8 @@ class ExtractionSettings:
     """b_h: nodes added at each hop; B = seeds + sum(budgets)."""
     exact_seeds: bool = False
     """Seed by an exact scan instead of the vector index (slower; for measuring the index)."""
+    seeding: str = "dense"
+    """dense, fulltext or hybrid (graphstore.seeding)."""
 
     @property
     def budget(self) -> int:
@@ -61,6 +64,9 @@ class SnapshotGraph:
         ids, sims = dense_topk(self.node_emb, embedding, k)
         return list(zip(ids.tolist(), sims.tolist()))
 
+    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = 50) -> list[dict]:
+        return self._live.fulltext_hits(question, embedding, candidates)  # the full-text index lives in Neo4j
+
     def khop_filter(self, embedding: np.ndarray, seeds: list[tuple[int, float]], budgets: list[int]) -> QuerySubgraph:
         return khop_filter(self.arrays, self.node_emb, self.rel_emb, embedding, [s for s, _ in seeds], budgets,
                            seed_scores=[v for _, v in seeds])
@@ -74,8 +80,9 @@ def label_subgraph(sub: QuerySubgraph, query: Query) -> QuerySubgraph:
     return sub
 
 
-def extract_one(graph: LiveGraph | SnapshotGraph, embedding: np.ndarray, settings: ExtractionSettings) -> QuerySubgraph:
-    seeds = graph.dense_seeds(embedding, settings.seeds, exact=settings.exact_seeds)
+def extract_one(graph: LiveGraph | SnapshotGraph, question: str, embedding: np.ndarray,
+                settings: ExtractionSettings) -> QuerySubgraph:
+    seeds = seed(graph, question, embedding, settings.seeds, settings.seeding, exact=settings.exact_seeds)
     return graph.khop_filter(embedding, seeds, list(settings.budgets))
 
 
@@ -117,7 +124,7 @@ def extract_split(graph: LiveGraph | SnapshotGraph, queries: list[Query], query_
                 records, _ = cache.load_shard(path)  # resumed: count it, do not redo it
                 done_before += len(records)
             else:
-                records = [label_subgraph(extract_one(graph, query_emb[i], settings), queries[i])
+                records = [label_subgraph(extract_one(graph, queries[i].text, query_emb[i], settings), queries[i])
                            for i in range(lo, hi)]
                 cache.save_shard(path, records, query_emb[lo:hi])
             hits.extend(bool(r.labels.any()) for r in records)

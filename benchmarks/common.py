@@ -1,0 +1,32 @@
+"""Shared bits of the benchmark commands: where results go, machine facts, atomic writes."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+from seeder_dgl.reporting import RESULTS, write_result  # noqa: F401  (re-exported for the benchmarks)
+
+
+def machine() -> dict:
+    import psutil
+
+    cpu = platform.processor() or ""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "python": platform.python_version(), "java": java[0] if java else "n/a", "os": platform.platform()}
+
+
+def folder_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def percentile(values, q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else float("nan")

@@ -1,0 +1,309 @@
+"""`seeder-dgl eval`: every retriever on the same questions, against the graph as stored in Neo4j.
+
+Steps: read the questions (a split of the dataset, or a MetaQA-format ``--qa-file`` whose names
+are mapped to node ids through the MetaQA graph), report names that match no node and leave out
+questions with no mapped answer; embed the questions with the dataset's own encoder (the model
+recorded in Neo4j); export the graph from Neo4j once (cached per dataset version); run the chosen
+methods in memory over that export; print and save the comparison (``report``) and, with
+``sweep=True``, the expansion figure (``plots``).
+
+The question handling (``load_questions`` / ``prepare_questions``) needs no Neo4j.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from loaders.kg import QASet, Query
+from seeder_dgl.errors import SeederError
+from seeder_dgl.evaluation.evaluate import (
+    BASELINES,
+    SEEDER,
+    EvalGraph,
+    EvalResult,
+    SeederMethod,
+    build_baselines,
+    cached_subgraphs,
+    evaluate,
+    find_ablations,
+    resolve_methods,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "benchmarks" / "results"
+EXAMPLES = 5
+"""Unknown names / dropped query ids shown in the messages."""
+SWEEP_QUERIES = 500
+"""Questions (a fixed random sample) the budget sweep and the k-hop growth run on."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Questions (no Neo4j)
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class PreparedQuestions:
+    queries: list[Query]
+    """The questions that are scored: at least one answer mapped to a node."""
+    label: str
+    """Where they come from ('val', or the --qa-file stem)."""
+    total: int
+    """Questions read (after ``limit``)."""
+    dropped: list[int] = field(default_factory=list)
+    """Ids of the questions left out: no answer maps to a node."""
+    unknown_names: list[str] = field(default_factory=list)
+    """Answer/topic names of the question file that match no node (as read, repeats included)."""
+
+    @property
+    def unknown_distinct(self) -> list[str]:
+        return list(dict.fromkeys(self.unknown_names))
+
+    def summary(self) -> dict:
+        distinct = self.unknown_distinct
+        return {"label": self.label, "read": self.total, "scored": len(self.queries),
+                "dropped_no_answers": len(self.dropped), "dropped_examples": self.dropped[:EXAMPLES],
+                "unknown_names": len(self.unknown_names), "unknown_distinct": len(distinct),
+                "unknown_examples": distinct[:EXAMPLES]}
+
+    def messages(self) -> list[str]:
+        """One line per thing the user should know (empty when all is well)."""
+        lines = []
+        distinct = self.unknown_distinct
+        if distinct:
+            shown = ", ".join(repr(n) for n in distinct[:EXAMPLES])
+            more = f" and {len(distinct) - EXAMPLES} more" if len(distinct) > EXAMPLES else ""
+            lines.append(f"{len(self.unknown_names)} answer/topic names in the questions match no node "
+                         f"({len(distinct)} distinct: {shown}{more}); they are not counted as answers")
+        if self.dropped:
+            lines.append(f"{len(self.dropped)} of {self.total} questions have no answer in the graph and are "
+                         f"left out of the scores (e.g. ids {', '.join(map(str, self.dropped[:EXAMPLES]))})")
+        return lines
+
+
+def prepare_questions(qa: QASet, split: str, limit: int | None = None) -> PreparedQuestions:
+    """The questions of ``split`` (first ``limit``), those without a mapped answer set aside."""
+    if limit is not None and limit <= 0:
+        raise SeederError(f"--limit must be at least 1, not {limit}")
+    try:
+        queries = qa.split(split)
+    except KeyError:
+        raise SeederError(f"{qa.name} has no question split {split!r}: choose one of "
+                          f"{', '.join(sorted(qa.splits))}") from None
+    if limit:
+        queries = queries[:limit]
+    scored = [q for q in queries if q.answers]
+    dropped = [int(q.id) for q in queries if not q.answers]
+    return PreparedQuestions(scored, split, len(queries), dropped, list(qa.unknown_names))
+
+
+def load_questions(dataset: str, *, split: str = "val", qa_file: str | Path | None = None,
+                   source: str | None = None, limit: int | None = None) -> PreparedQuestions:
+    """Questions of a dataset split, or of a MetaQA-format file mapped through the MetaQA graph."""
+    from seeder_dgl.datasets import DATASETS, get_spec
+
+    if qa_file is None:
+        spec = get_spec(dataset)
+        if spec.load_questions is None:
+            raise SeederError(f"{dataset} has no questions: pass --qa-file FILE in MetaQA's format")
+        return prepare_questions(spec.load_questions(source, None), split, limit)
+    spec = DATASETS.get(dataset)
+    if spec is not None and spec.name != "metaqa":
+        raise SeederError(f"--qa-file reads questions in MetaQA's format, matched by entity name: it works for "
+                          f"metaqa (or a graph ingested from a MetaQA-format kb.txt), not {dataset}")
+    from loaders.metaqa import load_metaqa_qa_file
+
+    kg = get_spec("metaqa").load_graph(source)
+    qa = load_metaqa_qa_file(qa_file, kg)
+    prepared = prepare_questions(qa, "all", limit)
+    prepared.label = Path(qa_file).stem
+    return prepared
+
+
+# ---------------------------------------------------------------------------------------------
+# Methods
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class MethodPlan:
+    names: list[str]
+    """Methods to run, in table order."""
+    checkpoints: dict[str, Path]
+    """SeedER method name -> checkpoint."""
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_methods(dataset: str, methods: str | Sequence[str] | None, checkpoint: str | Path | None,
+                 runs_dir: Path | None = None) -> MethodPlan:
+    """Validate ``methods`` against what can run; the default is every baseline plus every checkpoint found.
+
+    SeedER uses ``checkpoint`` or ``<runs>/<dataset>/full/best.pt``; each other
+    ``<runs>/<dataset>/<ablation>/best.pt`` is the method ``seeder-<ablation>``.
+    """
+    from seeder_dgl.datasets import runs_root
+
+    runs_dir = Path(runs_dir) if runs_dir else runs_root() / dataset
+    main = Path(checkpoint) if checkpoint else runs_dir / "full" / "best.pt"
+    if checkpoint and not main.is_file():
+        raise SeederError(f"no checkpoint at {main}: pass the best.pt written by `seeder-dgl train`")
+    ablations = find_ablations(runs_dir, main)
+    available = [*BASELINES, SEEDER, *ablations]
+    default = [*BASELINES, *([SEEDER] if main.is_file() else []), *ablations]
+    names = resolve_methods(methods, available, default)
+    if SEEDER in names and not main.is_file():
+        raise SeederError(f"method seeder needs a trained policy and there is none at {main}: run "
+                          f"`seeder-dgl train {dataset}` or pass --checkpoint")
+    checkpoints = {n: (main if n == SEEDER else ablations[n]) for n in names if n == SEEDER or n in ablations}
+    notes = [] if main.is_file() or methods else [f"no SeedER checkpoint at {main}: evaluating the baselines only"]
+    return MethodPlan(names, checkpoints, notes)
+
+
+def _load_policies(plan: MethodPlan, dataset: str, model: str, dimension: int, explicit: set[str]):
+    """name -> LoadedPolicy; a checkpoint not asked for by name that fails to load is skipped with a note."""
+    policies, notes = {}, []
+    if not plan.checkpoints:
+        return policies, notes
+    try:
+        from seeder_dgl.training.checkpoint import load_policy
+    except ImportError as exc:
+        if explicit & set(plan.checkpoints):
+            raise SeederError(f"SeedER checkpoints cannot be loaded in this install ({exc})") from None
+        return policies, [f"skipped {', '.join(plan.checkpoints)}: no checkpoint loader ({exc})"]
+    for name, path in plan.checkpoints.items():
+        try:
+            policies[name] = load_policy(path, dataset=dataset, embedding_model=model, dimension=dimension)
+        except Exception as exc:  # a stale ablation checkpoint must not stop the whole evaluation
+            if name in explicit:
+                raise
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            notes.append(f"skipped {name} ({path}): {type(exc).__name__}: {text}")
+    return policies, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# The command
+# ---------------------------------------------------------------------------------------------
+def _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source, depth) -> str:
+    parts = ["seeder-dgl eval", dataset]
+    parts += [f"--qa-file {qa_file}"] if qa_file else [f"--split {split}"]
+    for flag, value in (("--methods", methods if isinstance(methods, str) or methods is None else ",".join(methods)),
+                        ("--limit", limit), ("--checkpoint", checkpoint), ("--source", source), ("--depth", depth)):
+        if value:
+            parts.append(f"{flag} {value}")
+    if k != 20:
+        parts.append(f"--k {k}")
+    if sweep:
+        parts.append("--sweep")
+    return " ".join(parts)
+
+
+def sample_indices(n: int, size: int | None, seed: int = 0) -> np.ndarray:
+    """A fixed random sample of ``size`` positions out of ``n`` (all when size is None or >= n), sorted."""
+    if size is None or size >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
+
+
+def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = None,
+             methods: str | Sequence[str] | None = None, k: int = 20, limit: int | None = None,
+             checkpoint: str | Path | None = None, out: str | Path | None = None, sweep: bool = False,
+             source: str | None = None, depth: int | None = None, per_query: bool = False,
+             sweep_budgets: Sequence[int] | None = None, sweep_queries: int | None = SWEEP_QUERIES,
+             progress: bool = True, console=None) -> EvalResult:
+    """Evaluate the methods on one question set; prints the tables and writes the result files.
+
+    ``depth``: nodes asked of each method, over which ``@any`` and ``size`` are measured
+    (default: the K-hop budget B = k0 + sum of the per-hop budgets, at least ``k``).
+    ``out``: result folder (default ``benchmarks/results/eval-<dataset>-<split or qa-file stem>/``).
+    """
+    from rich.console import Console
+
+    from seeder_dgl.datasets import DATASETS, RetrievalDefaults, cache_root, resolve_model
+    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.evaluation import plots, report
+    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.export import export_graph
+    from seeder_dgl.graphstore.live import LiveGraph
+
+    console = console or Console()
+    started = time.perf_counter()
+    if k <= 0:
+        raise SeederError(f"--k must be at least 1, not {k}")
+    if depth is not None and depth < k:
+        raise SeederError(f"--depth must be at least --k ({k}), not {depth}")
+    plan = plan_methods(dataset, methods, checkpoint)  # before any slow step: a typo fails at once
+    questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit)
+    for line in questions.messages() + plan.notes:
+        console.print(f"[yellow]note:[/] {line}", highlight=False)
+    if not questions.queries:
+        raise SeederError(f"none of the {questions.total} questions of {questions.label} has an answer in the "
+                          f"graph: nothing to score")
+    defaults = DATASETS[dataset].retrieval if dataset in DATASETS else RetrievalDefaults()
+    seeds, budgets = defaults.seeds, tuple(defaults.budgets)
+    depth = int(depth or max(k, seeds + sum(budgets)))
+    queries = questions.queries
+
+    with open_driver() as driver:
+        live = LiveGraph(driver, dataset)
+        live.check_ready()
+        info = live.info
+        encoder = TextEncoder(resolve_model(info.model))
+        with console.status(f"Embedding {len(queries):,} questions with {info.model}..."):
+            query_emb = encoder.encode([q.text for q in queries], show_progress=False)
+        export = export_graph(driver, dataset, cache_root() / dataset / "export", progress=progress)
+    graph = EvalGraph.from_export(export)
+
+    methods_run, method_info = build_baselines(graph, [n for n in plan.names if n in BASELINES],
+                                               seeds=seeds, budgets=budgets)
+    explicit = set(plan.names) if methods else ({SEEDER} if checkpoint else set())
+    policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit)
+    for line in skipped:
+        console.print(f"[yellow]note:[/] {line}", highlight=False)
+    if policies:
+        cached, why = ({}, "in-memory K-hop (a --qa-file has no extracted split)")
+        if qa_file is None:
+            cached, why = cached_subgraphs(cache_root() / dataset / "subgraphs" / split, seeds, budgets)
+            wanted = {int(q.id) for q in queries}
+            cached = {qid: r for qid, r in cached.items() if qid in wanted}
+        for name, policy in policies.items():
+            methods_run[name] = SeederMethod(policy, graph, queries, query_emb, seeds=seeds, budgets=budgets,
+                                             depth=depth, cached=cached)
+            covered = len(cached)
+            note = (f"subgraphs: {covered} of {len(queries)} from the extract cache (latency excludes their "
+                    f"K-hop extraction), the rest K-hop in memory" if covered else
+                    f"subgraphs: K-hop in memory, timed with the ranking ({why})")
+            method_info[name] = {"checkpoint": str(plan.checkpoints[name]), "seeds": seeds,
+                                 "budgets": list(budgets), "cached_subgraphs": covered, "note": note}
+    order = [n for n in plan.names if n in methods_run]
+    meta = {"dataset": dataset, "split": questions.label, "qa_file": str(qa_file) if qa_file else None,
+            "source": source, "model": info.model, "seeds": seeds, "budgets": list(budgets),
+            "graph": {"nodes": int(graph.arrays.num_nodes), "edges": int(graph.arrays.num_edges),
+                      "relations": len(export.relation_types)},
+            "questions": questions.summary(), "notes": plan.notes + skipped,
+            "command": _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source,
+                                     depth if depth != max(k, seeds + sum(budgets)) else None),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    result = evaluate({n: methods_run[n] for n in order}, queries, query_emb, k, depth=depth, info=method_info,
+                      on_error="record", progress=progress, meta=meta)
+
+    out_dir = Path(out) if out else RESULTS / f"eval-{dataset}-{questions.label}"
+    if sweep:
+        pick = sample_indices(len(queries), sweep_queries)
+        sub_q, sub_emb = [queries[i] for i in pick], query_emb[pick]
+        with console.status(f"Budget sweep and k-hop growth on {len(pick)} questions..."):
+            sweep_data = plots.budget_sweep(graph.arrays, graph.node_emb, graph.rel_emb, sub_q, sub_emb,
+                                            seeds=seeds, budgets=budgets,
+                                            sweep=sweep_budgets or plots.SWEEP_BUDGETS)
+            growth = plots.khop_growth(graph.arrays, graph.node_emb, sub_emb, seeds=seeds)
+        figures = plots.save_figures(out_dir, growth, sweep_data, title=f"{dataset} {questions.label}")
+        result.meta["sweep"] = {"queries": len(pick), "files": {k_: str(v) for k_, v in figures.items()}}
+    result.meta["seconds"] = round(time.perf_counter() - started, 2)
+    paths = report.save(result, out_dir, per_query=per_query)
+    report.render(result, console)
+    console.print(f"results: {paths['json']} and {paths['markdown']}; STaRK-format predictions in "
+                  f"{paths.get('predictions')}", highlight=False)
+    if sweep:
+        console.print(f"expansion figure: {out_dir / 'expansion.png'} (data: {out_dir / 'sweep.json'})",
+                      highlight=False)
+    return result

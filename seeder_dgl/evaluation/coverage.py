@@ -1,0 +1,131 @@
+"""Coverage: how often the seeds hold the question's topic entity, and how often the extracted
+subgraph holds an answer — per hop count / question type, for each seeding mode and budget.
+
+These two numbers cap everything after them: the policy can only choose inside the subgraph.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from rich.progress import Progress
+
+from loaders.kg import Query
+from seeder_dgl.graphstore.seeding import seed
+
+
+@dataclass(frozen=True)
+class CoverageSetting:
+    mode: str
+    seeds: int
+    budgets: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.mode} k0={self.seeds} b={'/'.join(map(str, self.budgets))}"
+
+
+def coverage(graph, queries: list[Query], query_emb: np.ndarray, settings: list[CoverageSetting],
+             group_by: str = "hops", progress: bool = True) -> list[dict]:
+    """One row per (setting, group): topic@seeds, answer@seeds, subgraph Hit@any/Recall@any, nodes, ms."""
+    rows = []
+    with Progress(disable=not progress) as bars:
+        for setting in settings:
+            task = bars.add_task(setting.name, total=len(queries))
+            groups: dict[str, list[dict]] = defaultdict(list)
+            for q, emb in zip(queries, query_emb):
+                t = time.perf_counter()
+                seeds = seed(graph, q.text, emb, setting.seeds, setting.mode)
+                sub = graph.khop_filter(emb, seeds, list(setting.budgets))
+                ms = (time.perf_counter() - t) * 1000
+                seed_ids = {s for s, _ in seeds}
+                answers = set(q.answers)
+                inside = answers & set(sub.node_ids.tolist())
+                record = {"topic": bool(set(q.topic) & seed_ids) if q.topic else None,
+                          "answer_seed": bool(answers & seed_ids),
+                          "hit": bool(inside), "recall": len(inside) / len(answers) if answers else 0.0,
+                          "nodes": sub.num_nodes, "ms": ms}
+                key = str(getattr(q, group_by) if getattr(q, group_by) is not None else "all")
+                groups[key].append(record)
+                groups["all"].append(record) if key != "all" else None
+                bars.advance(task)
+            for key in sorted(groups, key=lambda g: (g == "all", g)):
+                recs = groups[key]
+                topics = [r["topic"] for r in recs if r["topic"] is not None]
+                rows.append({"setting": setting.name, "mode": setting.mode, "seeds": setting.seeds,
+                             "budgets": list(setting.budgets), "group": key, "queries": len(recs),
+                             "topic_in_seeds": float(np.mean(topics)) if topics else None,
+                             "answer_in_seeds": float(np.mean([r["answer_seed"] for r in recs])),
+                             "subgraph_hit_any": float(np.mean([r["hit"] for r in recs])),
+                             "subgraph_recall_any": float(np.mean([r["recall"] for r in recs])),
+                             "mean_nodes": float(np.mean([r["nodes"] for r in recs])),
+                             "p50_ms": float(np.percentile([r["ms"] for r in recs], 50))})
+    return rows
+
+
+DEFAULT_SETTINGS = {
+    # The paper's dense seeding at B=150, each seeding mode at that budget, then the 'deep'
+    # profile chosen on the validation split (issue #7): one full-text seed, three hops, B=500.
+    "metaqa": [CoverageSetting("dense", 3, (50, 97)), CoverageSetting("fulltext", 1, (50, 99)),
+               CoverageSetting("hybrid", 3, (50, 97)), CoverageSetting("dense", 3, (15, 110, 372)),
+               CoverageSetting("hybrid", 3, (15, 110, 372)), CoverageSetting("fulltext", 1, (15, 110, 374))],
+}
+
+
+def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, settings: list[CoverageSetting] | None = None,
+                 engine: str = "memory", source: str | None = None, out=None, seed_value: int = 0) -> list[dict]:
+    """Coverage of seeds and subgraphs on a sample of ``per_group`` questions per hop count."""
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from seeder_dgl.datasets import cache_root, get_spec, resolve_model
+    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.export import export_graph
+    from seeder_dgl.graphstore.live import LiveGraph
+    from seeder_dgl.reporting import write_result
+    from seeder_dgl.subgraph.extract import SnapshotGraph
+
+    spec = get_spec(dataset)
+    qa = spec.load_questions(source, None)
+    queries = qa.split(split)
+    rng = np.random.default_rng(seed_value)
+    by_group: dict[str, list[Query]] = defaultdict(list)
+    for q in queries:
+        by_group[str(q.hops)].append(q)
+    sample = []
+    for key in sorted(by_group):
+        group = by_group[key]
+        pick = rng.choice(len(group), size=min(per_group, len(group)), replace=False)
+        sample.extend(group[i] for i in sorted(pick))
+    settings = settings or DEFAULT_SETTINGS.get(dataset) or [CoverageSetting("dense", spec.retrieval.seeds,
+                                                                             spec.retrieval.budgets)]
+    with open_driver() as driver:
+        live = LiveGraph(driver, dataset)
+        live.check_ready()
+        emb = TextEncoder(resolve_model(live.info.model)).encode([q.text for q in sample], show_progress=False)
+        graph = live if engine == "cypher" else SnapshotGraph(
+            live, export_graph(driver, dataset, cache_root() / dataset / "export", progress=False))
+        rows = coverage(graph, sample, emb, settings)
+    table = Table(title=f"coverage on {dataset} {split} ({engine} K-hop; {per_group} questions per hop)")
+    columns = ("setting", "group", "queries", "topic_in_seeds", "answer_in_seeds", "subgraph_hit_any",
+               "subgraph_recall_any", "mean_nodes", "p50_ms")
+    for c in columns:
+        table.add_column(c.replace("_", " "), justify="left" if c in ("setting", "group") else "right")
+    for r in rows:
+        table.add_row(*[f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in columns])
+    Console().print(table)
+    md = [f"# Seed and subgraph coverage: {dataset} {split}", "",
+          f"Command: `seeder-dgl eval {dataset} --split {split} --coverage` ({per_group} questions per hop, "
+          f"seed {seed_value}; K-hop {engine}).", "",
+          "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    md += ["| " + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in columns) + " |"
+           for r in rows]
+    name = f"coverage-{dataset}-{split}"
+    write_result(name, {"dataset": dataset, "split": split, "per_group": per_group, "engine": engine,
+                        "rows": rows}, "\n".join(md), folder=Path(out) if out else None)
+    return rows

@@ -1,0 +1,358 @@
+"""Run several retrievers on the same queries and score them the same way (``seeder-dgl eval``).
+
+A *method* is either a retriever object (``retrieve(query_emb, k) -> [(id, score), ...]``, as in
+``retrieval.baselines``) or a callable ``f(query_index) -> [(id, score), ...]``. Every method gets
+every query; its ranking, the STaRK metrics of ``evaluation.metrics`` and its wall time
+(``time.perf_counter`` around the one call) are kept per query, then averaged overall and per
+group (MetaQA's hop count, the question type).
+
+Metric conventions are those of ``metrics``: ``@k`` on the first k of the ranking, MRR over the
+whole ranking, ``@any`` and ``size`` over everything the method returned. A retriever object is
+asked for ``depth`` nodes (default ``k``): with ``depth = k`` Hit@any equals Hit@k; ``run_eval``
+asks for the K-hop budget B so that ``@any`` compares the methods' retrieved sets at equal size.
+
+``build_methods`` assembles the project's retrievers over an in-memory graph (the Neo4j export):
+dense, K-hop-with-filtering, PPR, PPR+MMR, beam, PCST and, when a checkpoint is given, SeedER.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from loaders.kg import Query
+from seeder_dgl.errors import SeederError
+from seeder_dgl.evaluation.metrics import batch_metrics, metric_names
+from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter
+from seeder_dgl.subgraph.record import QuerySubgraph
+
+Ranking = list[tuple[int, float]]
+MethodLike = Callable[[int], Sequence] | Any
+"""A retriever object with ``retrieve(query_emb, k)``, or a callable ``f(query_index) -> ranking``."""
+
+KS = (1, 5, 20)
+BASELINES = ("dense", "khop", "ppr", "ppr_mmr", "beam", "pcst")
+"""The non-learned methods, in table order."""
+SEEDER = "seeder"
+ABLATION_PREFIX = "seeder-"
+BREAKDOWNS = ("hops", "qtype")
+"""Query attributes results are grouped by (where at least one query has a value)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class MethodResult:
+    name: str
+    ids: list[np.ndarray]
+    """Per query: int64 node ids the method returned, in its order (arrays: a full split stays small)."""
+    scores: list[np.ndarray]
+    """Per query: float64 score of each returned id."""
+    per_query: dict[str, np.ndarray]
+    """metric -> float64 [Q] (``metrics.metric_names`` plus ``latency_ms``)."""
+    summary: dict[str, float]
+    """Means over all queries, ``latency_p50_ms``/``latency_p95_ms`` and ``num_queries``."""
+    groups: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    """breakdown ('hops', 'qtype') -> group value (as a string) -> means over its queries."""
+    info: dict = field(default_factory=dict)
+    """How the method was configured (seeds, budgets, checkpoint, notes)."""
+    error: str | None = None
+    """Set when the method failed (``on_error='record'``); its metrics are then all zero."""
+
+    @property
+    def rankings(self) -> list[Ranking]:
+        """Per query: ``[(node id, score), ...]`` in the method's order."""
+        return [list(zip(i.tolist(), s.tolist())) for i, s in zip(self.ids, self.scores)]
+
+
+@dataclass
+class EvalResult:
+    methods: dict[str, MethodResult]
+    query_ids: list[int]
+    hops: list[int | None]
+    qtypes: list[str | None]
+    k: int
+    depth: int
+    metrics: list[str]
+    """Metric names in display order (without latency)."""
+    meta: dict = field(default_factory=dict)
+    """Dataset, split, question counts, unknown names, and anything else the caller records."""
+
+    @property
+    def num_queries(self) -> int:
+        return len(self.query_ids)
+
+    def summary_table(self) -> dict[str, dict[str, float]]:
+        """method -> its summary."""
+        return {name: m.summary for name, m in self.methods.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# The evaluation loop
+# ---------------------------------------------------------------------------------------------
+def _as_arrays(items) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 ids, float64 scores) of a ranking given as (id, score) pairs or bare ids (score -rank)."""
+    items = list(items) if items is not None else []
+    if not items:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    if isinstance(items[0], (tuple, list)):
+        ids = np.asarray([int(it[0]) for it in items], dtype=np.int64)
+        scores = np.asarray([float(it[1]) if len(it) > 1 else float(-p) for p, it in enumerate(items)],
+                            dtype=np.float64)
+        return ids, scores
+    ids = np.asarray(items, dtype=np.int64).reshape(-1)
+    return ids, -np.arange(ids.shape[0], dtype=np.float64)
+
+
+def _as_ranking(items) -> Ranking:
+    """A list of (int id, float score); a bare list of ids gets scores -rank."""
+    out: Ranking = []
+    for pos, it in enumerate(items or []):
+        if isinstance(it, (tuple, list)):
+            out.append((int(it[0]), float(it[1]) if len(it) > 1 else float(-pos)))
+        else:
+            out.append((int(it), float(-pos)))
+    return out
+
+
+def _runner(method: MethodLike, query_emb: np.ndarray, depth: int) -> Callable[[int], Sequence]:
+    if hasattr(method, "retrieve"):
+        return lambda i: method.retrieve(query_emb[i], depth)
+    if callable(method):
+        return method
+    raise TypeError(f"a method must have .retrieve(query_emb, k) or be callable, not {type(method).__name__}")
+
+
+def _means(per_query: Mapping[str, np.ndarray], index: np.ndarray | None = None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    n = None
+    for name, values in per_query.items():
+        v = values if index is None else values[index]
+        n = v.shape[0]
+        out[name] = float(v.mean()) if v.size else 0.0
+    lat = per_query["latency_ms"] if index is None else per_query["latency_ms"][index]
+    out["latency_p50_ms"] = float(np.percentile(lat, 50)) if lat.size else 0.0
+    out["latency_p95_ms"] = float(np.percentile(lat, 95)) if lat.size else 0.0
+    out["num_queries"] = float(n or 0)
+    return out
+
+
+def group_index(values: Sequence) -> dict[str, np.ndarray]:
+    """Group value (as a string; None left out) -> positions of the queries with it, sorted by value."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, v in enumerate(values):
+        if v is not None:
+            groups[str(v)].append(i)
+
+    def key(g: str):
+        return (0, int(g), g) if g.lstrip("-").isdigit() else (1, 0, g)
+
+    return {g: np.asarray(groups[g], dtype=np.int64) for g in sorted(groups, key=key)}
+
+
+def score_rankings(rankings: Sequence, queries: Sequence[Query], latency_ms: Sequence[float],
+                   ks: Sequence[int] = KS) -> tuple[dict[str, np.ndarray], dict[str, float],
+                                                    dict[str, dict[str, dict[str, float]]]]:
+    """(per-query metrics, summary, breakdowns) of one method's rankings (id arrays or (id, score) lists)."""
+    per_query = batch_metrics(list(rankings), [q.answers for q in queries], ks)
+    per_query["latency_ms"] = np.asarray(latency_ms, dtype=np.float64).reshape(-1)
+    summary = _means(per_query)
+    groups: dict[str, dict[str, dict[str, float]]] = {}
+    for attr in BREAKDOWNS:
+        index = group_index([getattr(q, attr, None) for q in queries])
+        if index:
+            groups[attr] = {g: _means(per_query, idx) for g, idx in index.items()}
+    return per_query, summary, groups
+
+
+def evaluate(methods: Mapping[str, MethodLike], queries: Sequence[Query], query_emb: np.ndarray, k: int = 20,
+             *, depth: int | None = None, ks: Sequence[int] = KS, info: Mapping[str, dict] | None = None,
+             on_error: str = "raise", progress: bool = False, meta: dict | None = None) -> EvalResult:
+    """Run every method on every query and score it (see the module docstring).
+
+    ``query_emb`` [Q, d] is row i for ``queries[i]``. ``depth``: nodes asked of retriever objects
+    (default ``k``); callables return what they like. ``on_error='record'`` keeps going when a
+    method raises: the error is stored on its result and its queries score 0.
+    """
+    if on_error not in ("raise", "record"):
+        raise ValueError("on_error is 'raise' or 'record'")
+    if len(queries) != len(query_emb):
+        raise ValueError(f"{len(queries)} queries but {len(query_emb)} query embeddings")
+    ks = tuple(sorted(set(int(x) for x in ks) | {int(k)}))
+    depth = int(depth or k)
+    info = dict(info or {})
+    results: dict[str, MethodResult] = {}
+    from rich.progress import Progress
+
+    with Progress(disable=not progress, transient=True) as bars:
+        for name, method in methods.items():
+            run = _runner(method, query_emb, depth)
+            ids: list[np.ndarray] = []
+            scores: list[np.ndarray] = []
+            latency: list[float] = []
+            error = None
+            task = bars.add_task(name, total=len(queries))
+            for i in range(len(queries)):
+                start = time.perf_counter()
+                try:
+                    out = run(i)
+                except Exception as exc:
+                    if on_error == "raise":
+                        raise
+                    error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                    break
+                latency.append((time.perf_counter() - start) * 1000.0)
+                i_ids, i_scores = _as_arrays(out)
+                ids.append(i_ids)
+                scores.append(i_scores)
+                bars.advance(task)
+            if error is not None:
+                ids, scores = [_as_arrays([])[0] for _ in queries], [_as_arrays([])[1] for _ in queries]
+                latency = [0.0] * len(queries)
+            per_query, summary, groups = score_rankings(ids, queries, latency, ks)
+            results[name] = MethodResult(name, ids, scores, per_query, summary, groups, dict(info.get(name, {})),
+                                         error)
+    return EvalResult(methods=results, query_ids=[int(q.id) for q in queries], hops=[q.hops for q in queries],
+                      qtypes=[q.qtype for q in queries], k=int(k), depth=depth,
+                      metrics=[m for m in metric_names(ks)], meta=dict(meta or {}))
+
+
+# ---------------------------------------------------------------------------------------------
+# The project's methods over an in-memory graph
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class EvalGraph:
+    """What the baselines run over: the graph as stored in Neo4j, as arrays."""
+
+    arrays: GraphArrays
+    node_emb: np.ndarray
+    """float32 [N, d] (the dataset's node embeddings)."""
+    rel_emb: np.ndarray
+    """float32 [R, d] (relation-name embeddings)."""
+
+    @classmethod
+    def from_export(cls, export) -> "EvalGraph":
+        """From ``graphstore.export.GraphExport`` (relationships of unknown type are left out)."""
+        keep = np.asarray(export.rel) >= 0
+        arrays = GraphArrays.from_arrays(export.num_nodes, export.src[keep], export.dst[keep], export.rel[keep])
+        return cls(arrays, export.node_emb, np.asarray(export.relation_emb, dtype=np.float32))
+
+
+class SeederMethod:
+    """A trained policy ranking K-hop-with-filtering subgraphs (``LoadedPolicy.rank``).
+
+    Per query: the cached subgraph of that query id when ``cached`` has it, else dense top-``seeds``
+    and ``khop_filter`` in memory (timed with the ranking). The policy gets the dataset's full
+    node-embedding matrix (rows gathered by global id, as ``model.batch.collate``).
+    """
+
+    def __init__(self, policy, graph: EvalGraph, queries: Sequence[Query], query_emb: np.ndarray, *,
+                 seeds: int, budgets: Sequence[int], depth: int,
+                 cached: Mapping[int, QuerySubgraph] | None = None):
+        self.policy, self.graph = policy, graph
+        self.queries, self.query_emb = queries, query_emb
+        self.seeds, self.budgets, self.depth = int(seeds), list(budgets), int(depth)
+        self.cached = dict(cached or {})
+        self.cache_hits = 0
+
+    def subgraph(self, i: int) -> QuerySubgraph:
+        qid = int(self.queries[i].id)
+        if qid in self.cached:
+            self.cache_hits += 1
+            # Labels are gold answers: never let them reach the ranking.
+            return replace(self.cached[qid], labels=np.zeros(0, dtype=bool), num_answers=0)
+        q = self.query_emb[i]
+        ids, sims = dense_topk(self.graph.node_emb, q, self.seeds)
+        return khop_filter(self.graph.arrays, self.graph.node_emb, self.graph.rel_emb, q, ids, self.budgets,
+                           seed_scores=sims, query_id=qid)
+
+    def __call__(self, i: int) -> Ranking:
+        sub = self.subgraph(i)
+        ranked = self.policy.rank([sub], self.graph.node_emb, self.query_emb[i][None, :], k=self.depth)
+        return _as_ranking(ranked[0]) if ranked else []
+
+
+def cached_subgraphs(folder: Path, seeds: int, budgets: Sequence[int]) -> tuple[dict[int, QuerySubgraph], str]:
+    """Subgraphs of ``seeder-dgl extract`` in ``folder`` by query id, when built with these settings.
+
+    Returns ({}, why) when there is no usable cache (missing, other settings, damaged).
+    """
+    import json
+
+    from seeder_dgl.subgraph.cache import load_split
+
+    folder = Path(folder)
+    manifest = folder / "manifest.json"
+    if not manifest.exists():
+        return {}, f"no extracted subgraphs in {folder}"
+    try:
+        found = json.loads(manifest.read_text()).get("settings") or {}
+    except (OSError, ValueError):
+        return {}, f"{manifest} is unreadable"
+    if int(found.get("seeds", -1)) != int(seeds) or list(found.get("budgets") or []) != list(budgets):
+        return {}, (f"{folder} was extracted with seeds={found.get('seeds')} budgets={found.get('budgets')}, "
+                    f"not seeds={seeds} budgets={list(budgets)}")
+    try:
+        records, _ = load_split(folder)
+    except SeederError as exc:
+        return {}, str(exc)
+    return {int(r.query_id): r for r in records}, f"cached subgraphs from {folder}"
+
+
+def find_ablations(runs_dir: Path, main: Path | None = None) -> dict[str, Path]:
+    """``seeder-<name>`` -> ``runs_dir/<name>/best.pt`` for every run folder but ``full`` (and ``main``)."""
+    runs_dir = Path(runs_dir)
+    out: dict[str, Path] = {}
+    if not runs_dir.is_dir():
+        return out
+    main_resolved = Path(main).resolve() if main else None
+    for sub in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        path = sub / "best.pt"
+        if sub.name == "full" or not path.is_file() or path.resolve() == main_resolved:
+            continue
+        out[f"{ABLATION_PREFIX}{sub.name}"] = path
+    return out
+
+
+def resolve_methods(requested: str | Sequence[str] | None, available: Sequence[str],
+                    default: Sequence[str] | None = None) -> list[str]:
+    """The method names to run, validated: a comma list or sequence; None -> ``default`` (or all)."""
+    if requested is None or requested == "" or (not isinstance(requested, str) and not list(requested)):
+        return list(default if default is not None else available)
+    names = requested.split(",") if isinstance(requested, str) else list(requested)
+    names = [n.strip() for n in names if n and n.strip()]
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise SeederError(f"unknown method{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: "
+                          f"choose from {', '.join(available)}")
+    return list(dict.fromkeys(names))
+
+
+def build_baselines(graph: EvalGraph, names: Sequence[str], *, seeds: int, budgets: Sequence[int]
+                    ) -> tuple[dict[str, Any], dict[str, dict]]:
+    """The retriever objects of ``names`` (a subset of ``BASELINES``) and their settings."""
+    from seeder_dgl.retrieval import baselines as b
+
+    g, x, r = graph.arrays, graph.node_emb, graph.rel_emb
+    makers = {
+        "dense": lambda: b.DenseRetriever(x),
+        "khop": lambda: b.KHopRetriever(g, x, r, num_seeds=seeds, budgets=tuple(budgets)),
+        "ppr": lambda: b.PPRRetriever(g, x, r),
+        "ppr_mmr": lambda: b.PPRMMRRetriever(g, x, r),
+        "beam": lambda: b.BeamRetriever(g, x, r),
+        "pcst": lambda: b.PCSTRetriever(g, x, r),
+    }
+    methods, info = {}, {}
+    for name in names:
+        if name not in makers:
+            raise SeederError(f"{name!r} is not a baseline: choose from {', '.join(BASELINES)}")
+        methods[name] = makers[name]()
+        settings = {k: v for k, v in vars(methods[name]).items()
+                    if isinstance(v, (int, float, str, list, tuple)) and not k.startswith("_")}
+        info[name] = {"class": type(methods[name]).__name__, **settings}
+    return methods, info

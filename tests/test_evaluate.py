@@ -1,0 +1,287 @@
+"""evaluate(): every method on the same queries, per-query metrics, breakdowns, latency; method plans;
+SeedER over cached or in-memory subgraphs; question preparation (MetaQA-format files, no Neo4j)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loaders.kg import QASet, Query
+from seeder_dgl.errors import SeederError
+from seeder_dgl.evaluation.command import load_questions, plan_methods, prepare_questions, sample_indices
+from seeder_dgl.evaluation.evaluate import (
+    BASELINES,
+    EvalGraph,
+    SeederMethod,
+    build_baselines,
+    cached_subgraphs,
+    evaluate,
+    find_ablations,
+    group_index,
+    resolve_methods,
+)
+from seeder_dgl.evaluation.metrics import query_metrics
+from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter
+from seeder_dgl.subgraph import cache
+from tests.helpers.graphs import random_embeddings, random_kg
+
+SEEDS, BUDGETS = 3, (8, 12)
+
+
+def _unit(x):
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def world():
+    """A random 120-node graph, unit embeddings, and 24 queries whose answers are built from the graph."""
+    n, d = 120, 16
+    arrays = GraphArrays.from_kg(random_kg("toy", n, 420, seed=7, num_relations=4))
+    graph = EvalGraph(arrays, random_embeddings(n, d, seed=7), random_embeddings(4, d, seed=8))
+    rng = np.random.default_rng(7)
+    queries, embs = [], []
+    for i in range(24):
+        anchor = int(rng.integers(0, n))
+        q = _unit(graph.node_emb[anchor] + 0.05 * rng.normal(size=d))
+        nbrs, _ = arrays.neighbors(anchor)
+        hops = 1 + i % 3
+        if i % 3 == 0:
+            answers = [anchor]
+        else:
+            answers = sorted(set(nbrs[:3].tolist()) | {int(rng.integers(0, n))})
+        if i == 5:
+            answers = []  # scores 0 on everything
+        queries.append(Query(id=1000 + i, text=f"q{i}", answers=answers, hops=hops,
+                             qtype=("a_to_b" if i % 2 else "b_to_c")))
+        embs.append(q)
+    return graph, queries, np.stack(embs)
+
+
+def _sleepy(i):
+    time.sleep(0.002)
+    return [(i, 1.0)]
+
+
+def test_evaluate_shapes_metrics_and_latency(world):
+    graph, queries, emb = world
+    methods, info = build_baselines(graph, ["dense", "khop", "ppr"], seeds=SEEDS, budgets=BUDGETS)
+    methods["empty"] = lambda i: []
+    methods["sleepy"] = _sleepy
+    result = evaluate(methods, queries, emb, k=20, depth=25, info=info, meta={"dataset": "toy"})
+    assert list(result.methods) == ["dense", "khop", "ppr", "empty", "sleepy"]
+    assert result.num_queries == len(queries) and result.depth == 25
+    for name, mr in result.methods.items():
+        assert len(mr.rankings) == len(queries)
+        for metric in ("hit@1", "hit@5", "hit@20", "mrr", "recall@20", "recall@any", "hit@any", "size", "latency_ms"):
+            assert mr.per_query[metric].shape == (len(queries),)
+            assert metric in mr.summary
+        assert mr.summary["num_queries"] == len(queries)
+        assert np.all(mr.per_query["latency_ms"] >= 0)
+    # Retriever objects were asked for `depth` nodes, so @any and size cover up to 25.
+    assert max(len(r) for r in result.methods["dense"].rankings) == 25
+    assert result.methods["khop"].info["budgets"] == list(BUDGETS)
+    # Per-query numbers are metrics.query_metrics of the stored ranking.
+    for name in ("dense", "khop", "ppr"):
+        mr = result.methods[name]
+        for i, q in enumerate(queries):
+            expected = query_metrics(mr.rankings[i], q.answers)
+            for metric, value in expected.items():
+                assert mr.per_query[metric][i] == pytest.approx(value)
+    # A method that returns nothing scores 0 everywhere; latency is measured per query.
+    empty = result.methods["empty"].summary
+    assert all(empty[m] == 0.0 for m in ("hit@1", "hit@20", "mrr", "recall@20", "hit@any", "recall@any", "size"))
+    assert result.methods["sleepy"].per_query["latency_ms"].min() >= 2.0
+    assert result.methods["sleepy"].summary["latency_p95_ms"] >= result.methods["sleepy"].summary["latency_p50_ms"]
+    # The query without answers scores 0 even where a method would have "found" something.
+    assert all(mr.per_query["hit@any"][5] == 0.0 for mr in result.methods.values())
+    # A query built around its answer node finds it first by cosine.
+    anchored = [i for i in range(len(queries)) if i % 3 == 0]
+    assert result.methods["dense"].per_query["hit@1"][anchored].mean() >= 0.75
+
+
+def test_breakdowns_are_consistent_with_the_overall_means(world):
+    graph, queries, emb = world
+    methods, _ = build_baselines(graph, ["dense", "khop"], seeds=SEEDS, budgets=BUDGETS)
+    result = evaluate(methods, queries, emb, k=20)
+    for mr in result.methods.values():
+        assert set(mr.groups) == {"hops", "qtype"}
+        assert list(mr.groups["hops"]) == ["1", "2", "3"]
+        for attr, groups in mr.groups.items():
+            assert sum(g["num_queries"] for g in groups.values()) == len(queries)
+            for metric in ("hit@1", "mrr", "recall@20", "recall@any", "size", "latency_ms"):
+                weighted = sum(g[metric] * g["num_queries"] for g in groups.values()) / len(queries)
+                assert weighted == pytest.approx(mr.summary[metric])
+        one_hop = [i for i, q in enumerate(queries) if q.hops == 1]
+        assert mr.groups["hops"]["1"]["mrr"] == pytest.approx(mr.per_query["mrr"][one_hop].mean())
+
+
+def test_no_breakdown_without_attributes_and_group_order():
+    queries = [Query(id=i, text="", answers=[i]) for i in range(3)]
+    result = evaluate({"id": lambda i: [(i, 1.0)], "bare": lambda i: [7, i]}, queries, np.ones((3, 4), np.float32),
+                      k=5)
+    assert result.methods["bare"].rankings[1] == [(7, 0.0), (1, -1.0)]  # bare ids: score -rank
+    assert result.methods["bare"].summary["mrr"] == pytest.approx(0.5)
+    mr = result.methods["id"]
+    assert mr.groups == {}
+    assert mr.summary["hit@1"] == 1.0 and mr.summary["mrr"] == 1.0 and mr.summary["recall@5"] == 1.0
+    assert result.metrics[:3] == ["hit@1", "hit@5", "hit@20"]
+    assert list(group_index([10, 2, None, 2, "x"])) == ["2", "10", "x"]
+
+
+def test_errors_are_raised_or_recorded(world):
+    _, queries, emb = world
+
+    def broken(i):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        evaluate({"broken": broken}, queries, emb)
+    result = evaluate({"broken": broken, "ok": lambda i: [(0, 1.0)]}, queries, emb, on_error="record")
+    assert result.methods["broken"].error == "RuntimeError: boom"
+    assert result.methods["broken"].summary["hit@any"] == 0.0
+    assert result.methods["ok"].error is None
+    with pytest.raises(ValueError):
+        evaluate({"ok": lambda i: []}, queries, emb[:3])
+
+
+def test_every_baseline_runs(world):
+    graph, queries, emb = world
+    methods, info = build_baselines(graph, list(BASELINES), seeds=SEEDS, budgets=BUDGETS)
+    result = evaluate(methods, queries[:6], emb[:6], k=10)
+    assert list(result.methods) == list(BASELINES)
+    assert all(mr.error is None for mr in result.methods.values())
+    assert all(len(r) <= 10 for mr in result.methods.values() for r in mr.rankings)
+    assert info["ppr_mmr"]["lam"] == pytest.approx(0.78)
+
+
+class FakePolicy:
+    """LoadedPolicy's interface: rank(records, node_features [N, d], query_emb [B, d], k)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def rank(self, records, node_features, query_emb, k=20):
+        out = []
+        for rec, q in zip(records, query_emb):
+            self.calls.append((rec.query_id, rec.num_nodes, rec.labels.shape[0]))
+            s = np.asarray(node_features[rec.node_ids], np.float64) @ q
+            order = np.argsort(-s, kind="stable")[:k]
+            out.append([(int(rec.node_ids[i]), float(s[i])) for i in order])
+        return out
+
+
+def test_seeder_method_uses_cached_subgraphs_then_memory(world, tmp_path):
+    graph, queries, emb = world
+    first = queries[:4]
+    records = []
+    for q, e in zip(first[:2], emb[:2]):
+        ids, sims = dense_topk(graph.node_emb, e, SEEDS)
+        sub = khop_filter(graph.arrays, graph.node_emb, graph.rel_emb, e, ids, BUDGETS, seed_scores=sims,
+                          query_id=q.id)
+        sub.labels = np.isin(sub.node_ids, q.answers)
+        records.append(sub)
+    folder = tmp_path / "subgraphs" / "val"
+    cache.save_shard(cache.shard_path(folder, 0), records, emb[:2])
+    cache.write_manifest(folder, {"num_shards": 1, "settings": {"seeds": SEEDS, "budgets": list(BUDGETS)}})
+    found, why = cached_subgraphs(folder, SEEDS, BUDGETS)
+    assert sorted(found) == [first[0].id, first[1].id], why
+    assert cached_subgraphs(folder, SEEDS, (5, 5))[0] == {}
+    assert cached_subgraphs(tmp_path / "nothing", SEEDS, BUDGETS)[0] == {}
+
+    policy = FakePolicy()
+    method = SeederMethod(policy, graph, first, emb[:4], seeds=SEEDS, budgets=BUDGETS, depth=15, cached=found)
+    result = evaluate({"seeder": method}, first, emb[:4], k=10)
+    assert method.cache_hits == 2
+    assert [c[0] for c in policy.calls] == [q.id for q in first]
+    assert all(c[2] == 0 for c in policy.calls)  # gold labels never reach the policy
+    assert all(c[1] == SEEDS + sum(BUDGETS) for c in policy.calls)
+    assert all(len(r) == 15 for r in result.methods["seeder"].rankings)
+
+
+def test_resolve_and_plan_methods(tmp_path):
+    assert resolve_methods(None, ["a", "b"]) == ["a", "b"]
+    assert resolve_methods("b, a,b", ["a", "b"]) == ["b", "a"]
+    with pytest.raises(SeederError, match="unknown method 'c': choose from a, b"):
+        resolve_methods("a,c", ["a", "b"])
+
+    runs = tmp_path / "runs" / "toy"
+    plan = plan_methods("toy", None, None, runs_dir=runs)
+    assert plan.names == list(BASELINES) and plan.checkpoints == {}
+    assert plan.notes and "baselines only" in plan.notes[0]
+    with pytest.raises(SeederError, match="needs a trained policy"):
+        plan_methods("toy", "dense,seeder", None, runs_dir=runs)
+    with pytest.raises(SeederError, match="no checkpoint at"):
+        plan_methods("toy", None, tmp_path / "missing.pt", runs_dir=runs)
+
+    for name in ("full", "no_aux", "rerank", "empty"):
+        (runs / name).mkdir(parents=True)
+        if name != "empty":
+            (runs / name / "best.pt").write_bytes(b"x")
+    assert list(find_ablations(runs)) == ["seeder-no_aux", "seeder-rerank"]
+    plan = plan_methods("toy", None, None, runs_dir=runs)
+    assert plan.names == [*BASELINES, "seeder", "seeder-no_aux", "seeder-rerank"]
+    assert plan.checkpoints["seeder"] == runs / "full" / "best.pt"
+    plan = plan_methods("toy", "khop,seeder-rerank", runs / "no_aux" / "best.pt", runs_dir=runs)
+    assert plan.names == ["khop", "seeder-rerank"]
+    with pytest.raises(SeederError, match="seeder-no_aux"):  # the main checkpoint is not listed twice
+        plan_methods("toy", "seeder-no_aux", runs / "no_aux" / "best.pt", runs_dir=runs)
+    with pytest.raises(SeederError) as err:
+        plan_methods("toy", "dense,bm25", None, runs_dir=runs)
+    assert "\n" not in str(err.value) and "dense, khop, ppr, ppr_mmr, beam, pcst, seeder" in str(err.value)
+
+
+def test_prepare_questions_drops_unanswered_and_limits():
+    qa = QASet("toy", {i: Query(id=i, text=f"q{i}", answers=[] if i % 4 == 0 else [i]) for i in range(10)},
+               {"val": list(range(10))}, unknown_names=["Nobody", "Nobody", "Ghost"])
+    prepared = prepare_questions(qa, "val", limit=8)
+    assert prepared.total == 8
+    assert [q.id for q in prepared.queries] == [1, 2, 3, 5, 6, 7]
+    assert prepared.dropped == [0, 4]
+    summary = prepared.summary()
+    assert summary["unknown_names"] == 3 and summary["unknown_distinct"] == 2
+    assert summary["unknown_examples"] == ["Nobody", "Ghost"]
+    lines = prepared.messages()
+    assert len(lines) == 2 and "'Nobody', 'Ghost'" in lines[0] and "2 of 8 questions" in lines[1]
+    with pytest.raises(SeederError, match="no question split 'test'"):
+        prepare_questions(qa, "test")
+    with pytest.raises(SeederError, match="--limit"):
+        prepare_questions(qa, "val", limit=0)
+
+
+def _write_metaqa(root: Path) -> Path:
+    (root / "qa" / "2-hop").mkdir(parents=True)
+    (root / "kb.txt").write_text("Alien|directed_by|Ridley Scott\nAlien|release_year|1979\n"
+                                 "Blade Runner|directed_by|Ridley Scott\nBlade Runner|starred_actors|Harrison Ford\n")
+    qa = root / "qa" / "2-hop" / "test.txt"
+    qa.write_text("which movies share the director of [Alien]\tBlade Runner\n"
+                  "what year was [Solaris] released\t1972\n"  # topic and answer unknown: dropped
+                  "who starred in films by [Ridley Scott]\tHarrison Ford|Sigourney Weaver\n")
+    (root / "qa" / "2-hop" / "test_qtype.txt").write_text("movie_to_director_to_movie\nmovie_to_year\n"
+                                                          "director_to_movie_to_actor\n")
+    return qa
+
+
+def test_load_questions_from_a_metaqa_file_reports_unknown_names(tmp_path):
+    qa_file = _write_metaqa(tmp_path / "metaqa")
+    prepared = load_questions("metaqa", qa_file=qa_file, source=str(tmp_path / "metaqa"))
+    assert prepared.label == "test" and prepared.total == 3
+    assert [q.text for q in prepared.queries] == ["which movies share the director of Alien",
+                                                  "who starred in films by Ridley Scott"]
+    assert all(q.hops == 2 for q in prepared.queries)
+    assert prepared.queries[1].qtype == "director_to_movie_to_actor"
+    assert len(prepared.dropped) == 1
+    assert set(prepared.unknown_distinct) == {"Solaris", "1972", "Sigourney Weaver"}
+    text = " ".join(prepared.messages())
+    assert "3 answer/topic names" in text and "1 of 3 questions" in text
+    with pytest.raises(SeederError, match="MetaQA's format"):
+        load_questions("prime", qa_file=qa_file)
+
+
+def test_sample_indices_is_fixed_and_sorted():
+    a = sample_indices(100, 10)
+    assert a.tolist() == sorted(a.tolist()) and len(set(a.tolist())) == 10
+    assert np.array_equal(a, sample_indices(100, 10))
+    assert sample_indices(5, 10).tolist() == [0, 1, 2, 3, 4]
+    assert sample_indices(5, None).tolist() == [0, 1, 2, 3, 4]

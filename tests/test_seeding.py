@@ -1,0 +1,65 @@
+"""Full-text entity linking and hybrid seeding: escaping, linking order, fusion, and the real index."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from loaders.kg import KnowledgeGraph
+from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.graphstore.seeding import check_mode, fuse, link_entities, lucene_query, seed
+from seeder_dgl.graphstore.writer import GraphWriter
+from tests.helpers.graphs import random_embeddings
+
+
+def test_lucene_query_escapes_every_special_character():
+    q = lucene_query('who wrote "C++" (2010) [x] a:b OR NOT && || ! ^ ~ * ? \\ / {y}')
+    assert '"' not in q and "(" not in q and ":" not in q and "\\\\" not in q
+    assert "wrote" in q and "2010" in q
+    assert " OR " not in q and " NOT " not in q and " or " in q  # operators neutralised
+    assert lucene_query("  ??? ") == ""
+    assert lucene_query("what films did Mike O'Malley act in").split()[4] == "o'malley"
+
+
+def _hit(i, name, score=1.0):
+    return {"id": i, "name": name, "text_score": score, "similarity": 0.0}
+
+
+def test_linking_prefers_whole_phrases_then_case_then_proper_nouns_then_length():
+    q = "what were the release dates of movies starred by actors in Butter"
+    ranked = link_entities(q, [_hit(1, "actors", 5.0), _hit(2, "Butter", 1.0), _hit(3, "Butterfly", 9.0)])
+    assert [h["id"] for h in ranked] == [2, 1, 3]
+    q = "the movies that share actors with the movie Love are written by who"
+    assert link_entities(q, [_hit(1, "love", 3.0), _hit(2, "Love", 1.0)])[0]["id"] == 2
+    q = "what languages are the films that share directors with 5 Against the House in"
+    assert link_entities(q, [_hit(1, "House", 4.0), _hit(2, "5 Against the House", 1.0)])[0]["id"] == 2
+
+
+def test_fusion_and_modes():
+    # 3: 1/63 + 1/61 > 2: 2/62 > 1: 1/61
+    assert fuse([[1, 2, 3], [3, 2, 9]], 3) == [3, 2, 1]
+    assert check_mode("hybrid") == "hybrid"
+    with pytest.raises(SeederError, match="unknown seeding mode"):
+        check_mode("magic")
+
+
+def test_fulltext_seeding_on_neo4j_finds_rare_names(neo4j_driver, dataset_label):
+    names = ["Inception", "Christopher Nolan", "actors", "Heat", "Michael Mann", "The Thin Red Line"]
+    n = len(names)
+    kg = KnowledgeGraph(dataset_label, names, names, np.zeros(n, np.int64), ["thing"],
+                        np.array([0, 3]), np.array([1, 4]), np.array([0, 0]), ["directed_by"])
+    emb = random_embeddings(n, seed=1)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, random_embeddings(1, seed=2), "m", progress=False)
+    try:
+        graph = LiveGraph(neo4j_driver, dataset_label)
+        question = 'who directed "Heat" (the movie with actors) AND NOT:[x]'
+        q = random_embeddings(1, seed=3)[0]
+        top = seed(graph, question, q, 1, "fulltext")
+        assert top[0][0] == 3
+        assert top[0][1] == pytest.approx(float(emb[3] @ q), abs=1e-5)  # cos(q, v) for K-hop scoring
+        hybrid = seed(graph, question, q, 3, "hybrid")
+        assert 3 in [i for i, _ in hybrid] and len(hybrid) == 3
+        assert seed(graph, "???", q, 2, "fulltext") == []
+    finally:
+        writer.reset()
