@@ -1,0 +1,388 @@
+"""Policy checkpoints: atomic saving, safe loading, and ranking with a loaded policy.
+
+A checkpoint is a ``torch.save`` of plain data only (dicts, lists, strings, numbers, tensors),
+so it loads with ``torch.load(weights_only=True)``: opening a checkpoint never runs pickled code.
+
+What travels with the weights is everything inference needs to see the inputs exactly as the
+policy saw them in training (``Preprocessing``):
+
+* the PCA fitted on the training graph's node embeddings (mean and components, or none), applied
+  to node and query embeddings, followed by L2 normalisation;
+* the size of the training relation vocabulary. The policy has one relation slot more than
+  that: relation ids the model never saw (relation types added to a live graph by upsert after
+  training, or -1 for "unknown") are mapped to that last slot.
+
+``load_policy`` checks that the checkpoint fits the graph it will rank (dataset, embedding model,
+dimension) and turns every problem into a one-line ``CheckpointError``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import pickle
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from seeder_dgl.errors import SeederError
+from seeder_dgl.model.batch import SubgraphBatch, apply_pca, collate, fit_pca
+from seeder_dgl.model.ops import select_ops
+from seeder_dgl.model.policy import SeederPolicy
+from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.training.config import TrainConfig
+
+FORMAT = "seeder-dgl/policy"
+FORMAT_VERSION = 1
+REQUIRED_KEYS = ("format", "format_version", "model", "config", "in_dim", "dimension", "num_relations",
+                 "relation_types", "pca_mean", "pca_components", "dataset", "embedding_model")
+RELATION_TEXT_KEY = "encoder.relations.relation_text"
+
+
+class CheckpointError(SeederError):
+    """A checkpoint is missing, damaged, or was trained for another graph."""
+
+
+def _one_line(text: object, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving and reading
+# ---------------------------------------------------------------------------------------------
+def save_checkpoint(path: str | Path, state: dict) -> Path:
+    """``torch.save(state)`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
+
+    A run killed while saving leaves the previous checkpoint intact (and maybe a stray ``.tmp``).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(buffer.getbuffer())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def read_checkpoint(path: str | Path, required: Sequence[str] = REQUIRED_KEYS) -> dict:
+    """The checkpoint's dict (tensors on the CPU), or a one-line ``CheckpointError``."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}: train one with `seeder-dgl train <dataset>` "
+                              "or pass the path of an existing best.pt")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError, IndexError, TypeError, AttributeError,
+            pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+        raise CheckpointError(f"checkpoint {path} is damaged or not a seeder-dgl checkpoint "
+                              f"({exc.__class__.__name__}: {_one_line(exc, 100)}): train again, or use the "
+                              "run's other checkpoint (best.pt / last.pt)") from exc
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a seeder-dgl policy checkpoint: pass a best.pt or last.pt "
+                              "written by `seeder-dgl train`")
+    if state.get("format_version", 0) > FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint {path} has format version {state['format_version']}, newer than this "
+                              f"seeder-dgl reads ({FORMAT_VERSION}): upgrade seeder-dgl")
+    missing = [k for k in required if k not in state]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} is incomplete (missing {', '.join(missing)}): train again, "
+                              "or use the run's other checkpoint (best.pt / last.pt)")
+    return state
+
+
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """The config as plain data (tuples become lists) for weights-only checkpoints and JSON."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()}
+
+
+def config_from_dict(data: dict[str, Any]) -> TrainConfig:
+    """Inverse of ``config_to_dict``; fields this version does not know are ignored."""
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    return TrainConfig(**{k: v for k, v in data.items() if k in known})
+
+
+# ---------------------------------------------------------------------------------------------
+# Preprocessing shared by training and inference
+# ---------------------------------------------------------------------------------------------
+class FeatureRows:
+    """Feature rows addressed by global node id: what ``collate`` indexes as ``node_features[node_ids]``.
+
+    Holds only the rows that the given subgraphs use (already transformed), so a large embedding
+    matrix is read once, row by row, and never copied whole.
+    """
+
+    def __init__(self, ids: np.ndarray, rows: np.ndarray):
+        self.ids = np.asarray(ids, dtype=np.int64)  # sorted, unique
+        self.rows = np.asarray(rows, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def __getitem__(self, node_ids) -> np.ndarray:
+        node_ids = np.asarray(node_ids, dtype=np.int64)
+        pos = np.searchsorted(self.ids, node_ids)
+        if node_ids.size and (pos.max(initial=0) >= self.ids.shape[0] or not np.array_equal(self.ids[pos], node_ids)):
+            raise KeyError("node features were not prepared for some node ids of this batch")
+        return self.rows[pos]
+
+
+@dataclass
+class Preprocessing:
+    """How raw inputs become model inputs; identical in training and at inference (stored in checkpoints)."""
+
+    num_relations: int
+    """Size of the training relation vocabulary; id ``num_relations`` is the slot of unknown relations."""
+    pca_mean: np.ndarray | None = None
+    """float32 [d] or None (no PCA)."""
+    pca_components: np.ndarray | None = None
+    """float32 [pca_dim, d] or None."""
+
+    @classmethod
+    def fit(cls, node_emb: np.ndarray, pca_dim: int | None, num_relations: int) -> "Preprocessing":
+        """PCA on the node embedding matrix when ``pca_dim`` is set and smaller than d.
+
+        All-zero rows (ids without a node in an export) are left out of the fit.
+        """
+        d = int(node_emb.shape[1])
+        if not pca_dim or pca_dim >= d:
+            return cls(num_relations)
+        nonzero = np.concatenate([np.abs(np.asarray(node_emb[i:i + 65536])).max(axis=1) > 0
+                                  for i in range(0, node_emb.shape[0], 65536)] or [np.zeros(0, bool)])
+        matrix = node_emb if bool(nonzero.all()) else np.asarray(node_emb)[nonzero]
+        if matrix.shape[0] < 2:
+            raise SeederError("PCA needs at least two non-zero node embeddings: set pca_dim to None")
+        mean, components = fit_pca(matrix, int(pca_dim))
+        return cls(num_relations, mean, components)
+
+    @property
+    def unknown_relation(self) -> int:
+        return self.num_relations
+
+    @property
+    def in_dim(self) -> int | None:
+        """The model's input width (None: the raw dimension, no PCA)."""
+        return None if self.pca_components is None else int(self.pca_components.shape[0])
+
+    def features(self, x: np.ndarray) -> np.ndarray:
+        """PCA projection (if any), then L2 normalisation, of rows of ``x``."""
+        return apply_pca(x, self.pca_mean, self.pca_components)
+
+    def relations(self, rel: Tensor) -> Tensor:
+        """Relation ids with every id outside the training vocabulary mapped to the unknown slot."""
+        unknown = (rel < 0) | (rel >= self.num_relations)
+        return torch.where(unknown, torch.full_like(rel, self.unknown_relation), rel)
+
+    def node_rows(self, node_features: np.ndarray | Sequence[np.ndarray] | Callable,
+                  records: Sequence[QuerySubgraph], chunk: int = 65536) -> FeatureRows:
+        """Transformed feature rows of every node of ``records``.
+
+        ``node_features``: the [N, d] matrix indexed by global id (a memmap works); or one
+        [n_i, d] array per record, aligned with its ``node_ids``; or a callable
+        ``ids -> [len(ids), d]``.
+        """
+        if isinstance(node_features, (list, tuple)):
+            if len(node_features) != len(records):
+                raise ValueError(f"{len(node_features)} feature arrays for {len(records)} records")
+            ids = [np.asarray(r.node_ids, dtype=np.int64) for r in records]
+            for r, a, i in zip(records, node_features, ids):
+                if np.shape(a)[0] != i.shape[0]:
+                    raise ValueError(f"query {r.query_id}: {np.shape(a)[0]} feature rows for {i.shape[0]} nodes")
+            all_ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+            if all_ids.size == 0:
+                return FeatureRows(all_ids, np.zeros((0, self.in_dim or 0), np.float32))
+            dim = next(np.shape(a)[-1] for a in node_features if np.size(a))
+            stacked = np.concatenate([np.asarray(a, np.float32).reshape(-1, dim) for a in node_features])
+            unique, first = np.unique(all_ids, return_index=True)
+            return FeatureRows(unique, self.features(stacked[first]))
+        unique = np.unique(np.concatenate([np.asarray(r.node_ids, np.int64) for r in records])
+                           if records else np.zeros(0, np.int64))
+        get = node_features if callable(node_features) else (lambda ids: node_features[ids])
+        parts = [self.features(np.asarray(get(unique[i:i + chunk]), dtype=np.float32))
+                 for i in range(0, unique.shape[0], chunk)]
+        width = self.in_dim or (np.shape(node_features)[1] if not callable(node_features) else 0)
+        rows = np.concatenate(parts) if parts else np.zeros((0, width), np.float32)
+        return FeatureRows(unique, rows)
+
+    def batch(self, records: Sequence[QuerySubgraph], rows: FeatureRows, query_features: np.ndarray,
+              device: torch.device | str = "cpu") -> SubgraphBatch:
+        """``collate`` with the unknown-relation mapping, moved to ``device``."""
+        batch = collate(list(records), rows, query_features)
+        batch.rel = self.relations(batch.rel)
+        return batch.to(device)
+
+    def to_state(self) -> dict[str, Any]:
+        tensor = (lambda a: None if a is None else torch.from_numpy(np.ascontiguousarray(a, np.float32)))
+        return {"num_relations": int(self.num_relations), "pca_mean": tensor(self.pca_mean),
+                "pca_components": tensor(self.pca_components)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Preprocessing":
+        array = (lambda t: None if t is None else t.detach().cpu().numpy().astype(np.float32))
+        return cls(int(state["num_relations"]), array(state["pca_mean"]), array(state["pca_components"]))
+
+
+def relation_text_table(relation_emb: np.ndarray, num_relations: int) -> Tensor:
+    """Normalised relation-name embeddings [num_relations + 1, d]; the unknown slot gets a zero row."""
+    emb = np.asarray(relation_emb, np.float32).reshape(-1, np.shape(relation_emb)[-1])
+    if emb.shape[0] < num_relations:
+        raise ValueError(f"{emb.shape[0]} relation embeddings for {num_relations} relations")
+    emb = apply_pca(emb[:num_relations], None, None)
+    return torch.from_numpy(np.concatenate([emb, np.zeros((1, emb.shape[1]), np.float32)]))
+
+
+def build_policy(cfg: TrainConfig, in_dim: int, num_relations: int,
+                 relation_text: Tensor | None = None) -> SeederPolicy:
+    """The policy for a training vocabulary of ``num_relations`` (+1 slot for unknown relations)."""
+    return SeederPolicy.from_config(cfg, in_dim, num_relations + 1, relation_text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading for inference
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class LoadedPolicy:
+    """A trained policy in eval mode, with what it needs to rank new subgraphs."""
+
+    policy: SeederPolicy
+    cfg: TrainConfig
+    preprocessing: Preprocessing
+    relation_types: list[str]
+    """The training relation vocabulary: relation id i is ``relation_types[i]``."""
+    dataset: str
+    embedding_model: str | None
+    dimension: int
+    """Dimension of the raw node/query embeddings (before PCA)."""
+    device: torch.device
+    epoch: int = 0
+    metrics: dict | None = None
+    """Validation metrics of the saved epoch."""
+    path: Path | None = None
+
+    @property
+    def num_relations(self) -> int:
+        return self.preprocessing.num_relations
+
+    @property
+    def pca(self) -> tuple[np.ndarray, np.ndarray] | None:
+        p = self.preprocessing
+        return None if p.pca_components is None else (p.pca_mean, p.pca_components)
+
+    @torch.no_grad()
+    def rank(self, records: list[QuerySubgraph], node_features: np.ndarray | Sequence[np.ndarray] | Callable,
+             query_emb: np.ndarray, k: int = 20, mode: str | None = None,
+             batch_size: int = 64) -> list[list[tuple[int, float]]]:
+        """Per record, up to ``k`` distinct ``(global node id, score)`` by decreasing score.
+
+        ``node_features``: the [N, d] embedding matrix, one [n_i, d] array per record (rows aligned
+        with ``node_ids``, e.g. read from Neo4j at query time), or a callable ``ids -> [len, d]``.
+        ``query_emb``: [len(records), d] raw query embeddings. ``mode``: 'expand' or 'rerank';
+        None uses the checkpoint's (the 'rerank' ablation was trained without expansion).
+        Relation ids outside the training vocabulary use the unknown-relation slot.
+        """
+        from seeder_dgl.training.rollout import rollout
+
+        if k <= 0:
+            raise ValueError(f"k must be at least 1, not {k}")
+        query_emb = np.asarray(query_emb, dtype=np.float32).reshape(len(records), -1) if records else query_emb
+        if not records:
+            return []
+        if query_emb.shape[1] != self.dimension:
+            raise CheckpointError(f"query embeddings have {query_emb.shape[1]} dimensions but the checkpoint was "
+                                  f"trained on {self.dimension} ({self.embedding_model or 'unknown model'}): "
+                                  "encode queries with the model the graph was ingested with")
+        if not callable(node_features):
+            widths = ({np.shape(a)[-1] for a in node_features if np.size(a)}
+                      if isinstance(node_features, (list, tuple)) else {np.shape(node_features)[-1]})
+            if widths - {self.dimension}:
+                raise CheckpointError(f"node embeddings have {sorted(widths - {self.dimension})[0]} dimensions but "
+                                      f"the checkpoint was trained on {self.dimension} "
+                                      f"({self.embedding_model or 'unknown model'}): rank with the graph it was "
+                                      "trained on, or retrain")
+        mode = mode or self.cfg.rollout_mode
+        prep = self.preprocessing
+        rows = prep.node_rows(node_features, records)
+        query = prep.features(query_emb)
+        ops = select_ops(self.device, self.cfg.ops)
+        if self.policy.training:
+            self.policy.eval()
+        out: list[list[tuple[int, float]]] = [[] for _ in records]
+        todo = [i for i, r in enumerate(records) if r.num_nodes > 0]
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start:start + batch_size]
+            batch = prep.batch([records[i] for i in chunk], rows, query[chunk], self.device)
+            # rollout(sample=False) in eval mode is ``infer`` without its eval()/train() toggling,
+            # which walks every module twice per call (~1.5 ms of a ~10 ms single-query rank).
+            ids, scores = rollout(self.policy, batch, sample=False, mode=mode, ops=ops).ranked()
+            for i, node_ids, node_scores in zip(chunk, ids, scores):
+                seen: set[int] = set()
+                ranked = []
+                for node, score in zip(node_ids, node_scores):
+                    if node not in seen:
+                        seen.add(node)
+                        ranked.append((int(node), float(score)))
+                out[i] = ranked[:k]
+        return out
+
+
+def _same_model(a: str | None, b: str | None) -> bool:
+    from seeder_dgl.datasets import model_label
+
+    return model_label(a) == model_label(b)
+
+
+def load_policy(path: str | Path, *, dataset: str | None = None, embedding_model: str | None = None,
+                dimension: int | None = None, device: str | torch.device = "cpu") -> LoadedPolicy:
+    """Load a checkpoint for inference, checking it fits the graph it will rank.
+
+    ``dataset`` / ``embedding_model`` / ``dimension``: what the caller's graph has (None: not
+    checked). A checkpoint trained without a recorded embedding model skips that check.
+    """
+    path = Path(path)
+    state = read_checkpoint(path)
+    trained_on = (f"{state['embedding_model'] or 'unrecorded-model'} embeddings, "
+                  f"{state['dimension']} dimensions")
+    if dataset is not None and state["dataset"] != dataset:
+        raise CheckpointError(f"checkpoint {path} was trained on dataset {state['dataset']!r}, not {dataset!r}: "
+                              f"train one with `seeder-dgl train {dataset}` or pass a {dataset} checkpoint")
+    if embedding_model is not None and state["embedding_model"] and not _same_model(state["embedding_model"],
+                                                                                     embedding_model):
+        raise CheckpointError(f"checkpoint {path} was trained on {trained_on}, but the graph uses "
+                              f"{embedding_model}: retrain on this graph (`seeder-dgl train "
+                              f"{dataset or state['dataset']}`) or re-ingest it with {state['embedding_model']}")
+    if dimension is not None and int(dimension) != int(state["dimension"]):
+        raise CheckpointError(f"checkpoint {path} was trained on {trained_on}, but the graph's embeddings have "
+                              f"{dimension} dimensions: retrain on this graph (`seeder-dgl train "
+                              f"{dataset or state['dataset']}`) or re-ingest it with {state['embedding_model']}")
+    if isinstance(device, str) and device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    try:
+        cfg = config_from_dict(state["config"])
+        prep = Preprocessing.from_state(state)
+        model_state = state["model"]
+        relation_text = model_state.get(RELATION_TEXT_KEY)
+        policy = build_policy(cfg, int(state["in_dim"]), prep.num_relations,
+                              torch.zeros_like(relation_text) if relation_text is not None else None)
+        policy.load_state_dict(model_state)
+    except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"checkpoint {path} does not fit this seeder-dgl's policy "
+                              f"({exc.__class__.__name__}: {_one_line(exc, 100)}): train again") from exc
+    policy.to(device).eval()
+    return LoadedPolicy(policy=policy, cfg=cfg, preprocessing=prep, relation_types=list(state["relation_types"]),
+                        dataset=state["dataset"], embedding_model=state["embedding_model"],
+                        dimension=int(state["dimension"]), device=device, epoch=int(state.get("epoch", 0)),
+                        metrics=state.get("metrics"), path=path)

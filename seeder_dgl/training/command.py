@@ -1,0 +1,177 @@
+"""`seeder-dgl train`, without typer: read the cached subgraphs and the graph's features, then train.
+
+    run_training("prime")                      # runs/prime/full/{best,last}.pt + run records
+    run_training("prime", resume=True)         # continue after the last finished epoch
+    run_training("prime", ablation="no_aux", epochs=3, limit=200, overrides={"lr": 3e-4})
+
+Inputs: the train/val splits cached by `seeder-dgl extract` (``<cache>/<dataset>/subgraphs/{train,val}``)
+and the node embeddings + relation vocabulary exported from Neo4j (``load_features``; the export
+is cached under ``<cache>/<dataset>/export`` per dataset version, so Neo4j is read once).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seeder_dgl.errors import SeederError
+from seeder_dgl.training.config import ABLATIONS, DATASET_DEFAULTS, TrainConfig
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def default_threads() -> int:
+    """Threads for one process: 1 on machines with up to 2 cores, else half the cores (at most 4).
+
+    The per-step tensors are small (hidden width 16-64, ~10k active nodes), so threads stop paying
+    off quickly. Measured on a shared 2-core machine (Prime defaults, 150-node subgraphs): with
+    1 thread training runs 60-75 queries/s, with torch's default 2 threads 13-19 q/s, and one live
+    ``rank`` call takes ~16 ms instead of 120-1000 ms: torch and DGL load two separate libgomp
+    runtimes whose worker threads spin-wait against each other and the Python thread.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 1 if cores <= 2 else min(cores // 2, 4)
+
+
+def configure_threads(num_threads: int | None = None) -> dict[str, Any]:
+    """Thread defaults for training and ranking, applied only where the user has not chosen.
+
+    If ``OMP_NUM_THREADS`` is unset: it is set to ``num_threads`` or ``default_threads()`` (and,
+    above one thread, ``OMP_WAIT_POLICY=PASSIVE`` so idle OpenMP workers sleep instead of spinning);
+    torch's pool is resized with ``torch.set_num_threads`` and DGL's with
+    ``dgl.utils.set_num_threads`` if DGL is already loaded. The environment variables only reach
+    an OpenMP runtime loaded after this call (DGL's usually is; torch's is if nothing imported
+    torch yet). A user's ``OMP_NUM_THREADS`` is left alone. Returns what was decided.
+    """
+    import sys
+
+    user = os.environ.get("OMP_NUM_THREADS")
+    n = None if user else int(num_threads or default_threads())
+    if n is not None:
+        for name in THREAD_VARIABLES:
+            os.environ.setdefault(name, str(n))
+        if n > 1:
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import torch  # after the environment is set, in case this is the first import
+
+    if n is None:
+        return {"OMP_NUM_THREADS": user, "torch_threads": torch.get_num_threads(), "set_by": "user"}
+    torch.set_num_threads(n)
+    if "dgl" in sys.modules:
+        try:
+            sys.modules["dgl"].utils.set_num_threads(n)
+        except Exception:  # pragma: no cover - a broken DGL falls back to the torch ops anyway
+            pass
+    return {"OMP_NUM_THREADS": str(n), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "torch_threads": n,
+            "set_by": "seeder-dgl"}
+
+
+@dataclass
+class GraphFeatures:
+    """What training needs from the graph: raw node embeddings and the relation vocabulary."""
+
+    node_emb: np.ndarray
+    """float32 [N, d], row = global node id."""
+    relation_types: list[str]
+    relation_emb: np.ndarray | None
+    """[R, d] relation-name embeddings (only used with ``relation_text``)."""
+    meta: dict[str, Any]
+    """Recorded in config.json and the checkpoint: ``embedding_model``, ``dimension``, sizes."""
+
+
+def load_features(dataset: str, cache_dir: Path | None = None) -> GraphFeatures:
+    """Node embeddings and relation types of ``dataset`` from Neo4j (through the cached export)."""
+    from seeder_dgl.datasets import cache_root, model_label
+    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.export import export_graph
+    from seeder_dgl.graphstore.live import LiveGraph
+
+    root = Path(cache_dir) if cache_dir else cache_root()
+    with open_driver() as driver:
+        info = LiveGraph(driver, dataset).info
+        export = export_graph(driver, dataset, root / dataset / "export")
+    meta = {"name": dataset, "embedding_model": model_label(info.model), "dimension": int(info.dimension),
+            "num_nodes": int(export.num_nodes), "num_relationships": int(info.num_relationships),
+            "num_relation_types": len(export.relation_types), "status": info.status}
+    return GraphFeatures(export.node_emb, list(export.relation_types), export.relation_emb, meta)
+
+
+def _split_summary(folder: Path) -> dict[str, Any]:
+    manifest = folder / "manifest.json"
+    try:
+        import json
+
+        return json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def build_config(dataset: str, *, epochs: int | None = None, device: str = "auto", seed: int = 0,
+                 ablation: str = "full", overrides: dict | None = None) -> TrainConfig:
+    """The dataset's headline config (Prime's for datasets without a row), with the options applied."""
+    if ablation not in ABLATIONS:
+        raise SeederError(f"unknown ablation {ablation!r}: choose one of {', '.join(ABLATIONS)}")
+    options: dict[str, Any] = dict(overrides or {})
+    options.update(seed=seed, ablation=ablation, device=device)
+    if epochs is not None:
+        options["epochs"] = epochs
+    base = dataset if dataset in DATASET_DEFAULTS else "prime"
+    try:
+        cfg = TrainConfig.for_dataset(base, **options)
+    except (TypeError, ValueError) as exc:
+        raise SeederError(f"bad training settings: {exc}") from exc
+    if cfg.epochs < 1:
+        raise SeederError(f"epochs must be at least 1, not {cfg.epochs}")
+    return replace(cfg, dataset=dataset)
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SeederError(f"--device {device}: no CUDA device is visible to torch here; use --device cpu")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise SeederError(f"--device is auto, cpu or cuda[:N], not {device!r}")
+    return device
+
+
+def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto", out: str | Path | None = None,
+                 resume: bool = False, seed: int = 0, ablation: str = "full", limit: int | None = None,
+                 cache_dir: str | Path | None = None, overrides: dict | None = None, progress: bool = True,
+                 threads: int | None = None):
+    """Train SeedER on ``dataset``'s cached train/val subgraphs; returns ``trainer.TrainResult``.
+
+    ``out``: run folder [default ``runs/<dataset>/<ablation>``]; ``limit``: only the first N queries
+    of each split (quick runs); ``cache_dir``: instead of ``SEEDER_CACHE``; ``overrides``: any
+    TrainConfig fields (``{"lr": 3e-4, "hidden_dim": 32}``); ``threads``: torch/OpenMP threads when
+    ``OMP_NUM_THREADS`` is unset [default: cores, at most 4].
+    """
+    thread_info = configure_threads(threads)  # before DGL and the export are touched
+
+    from seeder_dgl.datasets import cache_root, runs_root
+    from seeder_dgl.subgraph.cache import load_split
+    from seeder_dgl.training.trainer import train
+
+    cfg = build_config(dataset, epochs=epochs, device=resolve_device(device), seed=seed, ablation=ablation,
+                       overrides=overrides)
+    root = Path(cache_dir).expanduser().resolve() if cache_dir else cache_root()
+    folder = root / dataset / "subgraphs"
+    train_records, train_q = load_split(folder / "train")
+    val_records, val_q = load_split(folder / "val")
+    if limit is not None:
+        if limit < 1:
+            raise SeederError(f"--limit must be at least 1, not {limit}")
+        train_records, train_q = train_records[:limit], train_q[:limit]
+        val_records, val_q = val_records[:limit], val_q[:limit]
+    features = load_features(dataset, root)
+    meta = {**features.meta, "threads": thread_info, "limit": limit,
+            "extraction": {s: _split_summary(folder / s) for s in ("train", "val")}}
+    out_dir = Path(out).expanduser() if out else runs_root() / dataset / ablation
+    return train(cfg, train_records, train_q, val_records, val_q, features.node_emb, len(features.relation_types),
+                 out_dir, resume=resume, progress=progress, relation_types=features.relation_types,
+                 dataset_meta=meta, relation_emb=features.relation_emb)

@@ -1,0 +1,269 @@
+"""The training loop on small synthetic tasks (CPU, no Neo4j): it learns, it is deterministic, it resumes
+exactly, its metrics divide by |A(q)|, and it leaves readable run records."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from seeder_dgl.evaluation.metrics import query_metrics
+from seeder_dgl.errors import SeederError
+from seeder_dgl.retrieval.memory import GraphArrays, attach_labels, khop_filter
+from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.training.checkpoint import read_checkpoint
+from seeder_dgl.training.config import TrainConfig
+from seeder_dgl.training.trainer import WarmupCosine, evaluate_rankings, subgraph_metrics, train
+from tests.helpers.graphs import random_embeddings, random_kg
+
+
+def synthetic_task(num_train: int = 64, num_val: int = 24, seed: int = 0, dim: int = 16, num_nodes: int = 400,
+                   num_edges: int = 1600, num_relations: int = 4, budgets=(15, 30)):
+    """Random KG; ~20% of nodes carry a distinctive feature (a boost on coordinate 0) and are the
+    answers of every query whose K-hop subgraph reaches them beyond the seeds. Every third query
+    also has an answer outside its subgraph (Recall must count it as missed)."""
+    rng = np.random.default_rng(seed)
+    kg = random_kg("synthetic", num_nodes, num_edges, seed, num_relations=num_relations)
+    graph = GraphArrays.from_kg(kg)
+    node_emb = random_embeddings(num_nodes, dim, seed)
+    special = rng.random(num_nodes) < 0.2
+    node_emb[special, 0] += 1.5
+    node_emb /= np.linalg.norm(node_emb, axis=1, keepdims=True)
+    rel_emb = random_embeddings(num_relations, dim, seed + 1)
+    records, queries = [], []
+    for q in range(num_train + num_val):
+        seeds = rng.choice(num_nodes, 3, replace=False)
+        q_emb = rng.normal(size=dim).astype(np.float32)
+        sub = khop_filter(graph, node_emb, rel_emb, q_emb, seeds, budgets, query_id=q)
+        answers = [int(i) for i in sub.node_ids[(sub.hop > 0) & special[sub.node_ids]]]
+        if q % 3 == 0:
+            answers.append(int(np.setdiff1d(np.arange(num_nodes), sub.node_ids)[0]))
+        records.append(attach_labels(sub, answers))
+        queries.append(q_emb)
+    queries = np.stack(queries)
+    return (records[:num_train], queries[:num_train], records[num_train:], queries[num_train:], node_emb,
+            num_relations)
+
+
+def tiny_config(**overrides) -> TrainConfig:
+    base = dict(dataset="synthetic", pca_dim=8, hidden_dim=16, num_layers=2, heads=4, dropout=0.1,
+                expansion_sizes=(4, 6), frontier_caps=(10, 20), num_trajectories=4, batch_size=16, lr=3e-3,
+                epochs=2, warmup_epochs=1, device="cpu")
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small tensors: one thread is fastest and keeps timings stable on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return synthetic_task()
+
+
+@pytest.fixture(scope="module")
+def small_task():
+    return synthetic_task(num_train=32, num_val=12, seed=1)
+
+
+def _numbers(history):
+    """Per-epoch numbers that must reproduce (timings excluded)."""
+    keep = ("loss", "rl_loss", "bpr_loss", "reward", "grad_norm", "lr", "val")
+    return [{k: row[k] for k in keep} for row in history]
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+def _record(node_ids, labels, num_answers) -> QuerySubgraph:
+    n = len(node_ids)
+    return QuerySubgraph(query_id=0, node_ids=np.asarray(node_ids, np.int64), hop=np.zeros(n, np.int8),
+                         score=np.zeros(n, np.float32), src=np.zeros(0, np.int64), dst=np.zeros(0, np.int64),
+                         rel=np.zeros(0, np.int64), labels=np.asarray(labels, bool), num_answers=num_answers)
+
+
+def test_subgraph_metrics_divide_by_all_answers():
+    records = [
+        _record([10, 11, 12, 13], [0, 1, 0, 1], 4),  # two answers inside, two outside the subgraph
+        _record([20, 21, 22], [1, 0, 0], 1),
+        _record([30, 31], [0, 0], 0),  # no answers: zeros
+        _record([40, 41], [0, 0], 2),  # answers only outside
+    ]
+    rankings = [[12, 13, 10, 11], [(21, 0.9), (20, 0.5)], [30], [41, 40]]
+    got = subgraph_metrics(rankings, records)
+    # The same with explicit gold sets (answers outside named by ids nobody retrieves).
+    gold = [[11, 13, 1000, 1001], [20], [], [2000, 2001]]
+    for q, (ranking, answers) in enumerate(zip(rankings, gold)):
+        expected = query_metrics(ranking, answers)
+        for name, value in expected.items():
+            assert got[name][q] == pytest.approx(value), (q, name)
+    assert got["recall@20"][0] == pytest.approx(0.5) and got["mrr"][0] == pytest.approx(0.5)
+    mean = evaluate_rankings(rankings, records)
+    assert mean["num_queries"] == 4 and mean["hit@any"] == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        subgraph_metrics(rankings[:2], records)
+
+
+def test_warmup_cosine_schedule():
+    schedule = WarmupCosine(total_steps=10, warmup_steps=2)
+    assert [schedule(s) for s in (0, 1)] == [0.5, 1.0]
+    assert schedule(2) == pytest.approx(1.0) and schedule(7) == pytest.approx(0.5 * (1 + math.cos(math.pi * 5 / 8)))
+    assert schedule(10) == pytest.approx(0.0, abs=1e-12)
+    assert WarmupCosine(4, 8)(3) == pytest.approx(0.5)  # warm-up longer than the run: linear throughout
+
+
+# ---------------------------------------------------------------------------------------------- training
+def test_training_learns_and_writes_records(task, tmp_path):
+    train_r, train_q, val_r, val_q, node_emb, num_rel = task
+    cfg = tiny_config(epochs=5)
+    result = train(cfg, train_r, train_q, val_r, val_q, node_emb, num_rel, tmp_path, progress=False,
+                   dataset_meta={"embedding_model": "test-encoder", "dimension": 16})
+    untrained, best = result.initial_metrics["recall@20"], result.best_metrics["recall@20"]
+    assert best > untrained + 0.1, (untrained, [r["val"]["recall@20"] for r in result.history])
+    assert result.best_metrics["mrr"] > result.initial_metrics["mrr"]
+    assert result.best_epoch == max(result.history, key=lambda r: r["val"]["recall@20"])["epoch"]
+    assert result.history[-1]["reward"] > result.history[0]["reward"]
+
+    # Checkpoints: best.pt holds the best epoch; both load weights-only.
+    best_state = read_checkpoint(result.best_path)
+    assert best_state["epoch"] == result.best_epoch
+    assert best_state["metrics"]["recall@20"] == pytest.approx(best)
+    assert best_state["pca_components"].shape == (8, 16) and best_state["num_relations"] == num_rel
+    torch.load(result.last_path, weights_only=True)
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
+
+    # Run records.
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["config"]["epochs"] == 5 and config["seed"] == 0 and config["num_parameters"] > 0
+    assert config["dataset"]["embedding_model"] == "test-encoder"
+    assert {"python", "torch", "numpy", "dgl", "neo4j", "sentence-transformers"} <= set(config["versions"])
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["best_epoch"] == result.best_epoch and len(metrics["epochs"]) == 5
+    assert metrics["initial_validation"]["recall@20"] == pytest.approx(untrained)
+    for key in ("loss", "rl_loss", "bpr_loss", "reward", "grad_norm", "seconds", "queries_per_s"):
+        assert key in metrics["epochs"][0]
+    for key in ("hit@1", "hit@5", "mrr", "recall@20", "hit@any", "recall@any"):
+        assert key in metrics["epochs"][0]["val"]
+    rows = list(csv.DictReader((tmp_path / "history.csv").open()))
+    assert len(rows) == 5 and float(rows[-1]["val_recall@20"]) == pytest.approx(result.final_metrics["recall@20"])
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_same_seed_same_run_and_resume_is_exact(small_task, tmp_path):
+    train_r, train_q, val_r, val_q, node_emb, num_rel = small_task
+    cfg = tiny_config(epochs=2, batch_size=8)
+    args = (train_r, train_q, val_r, val_q, node_emb, num_rel)
+
+    first = train(cfg, *args, tmp_path / "a", progress=False)
+    second = train(cfg, *args, tmp_path / "b", progress=False)
+    assert _numbers(first.history) == _numbers(second.history)
+    weights_a = read_checkpoint(first.last_path)["model"]
+    weights_b = read_checkpoint(second.last_path)["model"]
+    assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+
+    # Interrupted after epoch 1 (the hook raises once last.pt is written), then resumed.
+    class Interrupt(Exception):
+        pass
+
+    def stop_after_first(row):
+        raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(cfg, *args, tmp_path / "c", progress=False, on_epoch_end=stop_after_first)
+    assert read_checkpoint(tmp_path / "c" / "last.pt", required=("epoch",))["epoch"] == 1
+    resumed = train(cfg, *args, tmp_path / "c", progress=False, resume=True)
+    assert resumed.resumed_from == 1
+    assert _numbers(resumed.history) == _numbers(first.history)
+    weights_c = read_checkpoint(resumed.last_path)["model"]
+    assert all(torch.equal(weights_a[k], weights_c[k]) for k in weights_a)
+    assert resumed.best_epoch == first.best_epoch and resumed.best_metrics == first.best_metrics
+    metrics = json.loads((tmp_path / "c" / "metrics.json").read_text())
+    assert [r["epoch"] for r in metrics["epochs"]] == [1, 2]
+
+    # A finished run resumed again trains nothing more; other settings are refused.
+    again = train(cfg, *args, tmp_path / "c", progress=False, resume=True)
+    assert again.history == resumed.history
+    with pytest.raises(SeederError, match="other settings"):
+        train(tiny_config(epochs=2, batch_size=8, lr=1e-2), *args, tmp_path / "c", progress=False, resume=True)
+
+
+def test_different_seed_differs(small_task, tmp_path):
+    train_r, train_q, val_r, val_q, node_emb, num_rel = small_task
+    args = (train_r, train_q, val_r, val_q, node_emb, num_rel)
+    a = train(tiny_config(epochs=1, seed=0), *args, tmp_path / "a", progress=False)
+    b = train(tiny_config(epochs=1, seed=1), *args, tmp_path / "b", progress=False)
+    assert _numbers(a.history) != _numbers(b.history)
+
+
+def test_bad_inputs_are_one_line_errors(small_task, tmp_path):
+    train_r, train_q, val_r, val_q, node_emb, num_rel = small_task
+    with pytest.raises(SeederError, match="no validation subgraphs"):
+        train(tiny_config(), train_r, train_q, [], np.zeros((0, 16), np.float32), node_emb, num_rel, tmp_path,
+              progress=False)
+    with pytest.raises(SeederError, match="dimensions"):
+        train(tiny_config(), train_r, train_q[:, :8], val_r, val_q, node_emb, num_rel, tmp_path, progress=False)
+
+
+# ---------------------------------------------------------------------------------------------- command
+def test_run_training_reads_the_cache(small_task, tmp_path, monkeypatch):
+    """`seeder-dgl train` without Neo4j: cached shards + features from a stand-in for the export."""
+    from seeder_dgl.subgraph.cache import save_shard, shard_path, write_manifest
+    from seeder_dgl.training import command
+
+    train_r, train_q, val_r, val_q, node_emb, num_rel = small_task
+    for split, recs, q in (("train", train_r, train_q), ("val", val_r, val_q)):
+        folder = tmp_path / "cache" / "toy" / "subgraphs" / split
+        save_shard(shard_path(folder, 0), recs, q)
+        write_manifest(folder, {"num_shards": 1, "num_queries": len(recs)})
+    seen = {}
+
+    def fake_features(dataset, cache_dir=None):
+        seen["args"] = (dataset, cache_dir)
+        return command.GraphFeatures(node_emb, [f"r{i}" for i in range(num_rel)], None,
+                                     {"name": dataset, "embedding_model": "test-encoder", "dimension": 16})
+
+    monkeypatch.setattr(command, "load_features", fake_features)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the user's choice: left alone
+    monkeypatch.setenv("SEEDER_RUNS", str(tmp_path / "runs"))
+    overrides = dict(pca_dim=8, hidden_dim=16, num_layers=2, expansion_sizes=(4, 6), frontier_caps=(10, 20),
+                     num_trajectories=2, batch_size=8)
+    result = command.run_training("toy", epochs=1, device="cpu", limit=16, cache_dir=tmp_path / "cache",
+                                  overrides=overrides, ablation="no_aux", progress=False)
+    assert seen["args"] == ("toy", (tmp_path / "cache").resolve())
+    assert result.out_dir == tmp_path / "runs" / "toy" / "no_aux" and result.best_path.exists()
+    config = json.loads((result.out_dir / "config.json").read_text())
+    assert config["config"]["ablation"] == "no_aux" and config["config"]["dataset"] == "toy"
+    assert config["config"]["lr"] == 1e-3  # Prime's row for a dataset without its own
+    assert config["train"]["queries"] == 16 and config["dataset"]["threads"]["set_by"] == "user"
+
+    with pytest.raises(SeederError, match="unknown ablation"):
+        command.run_training("toy", ablation="nope", cache_dir=tmp_path / "cache")
+    with pytest.raises(SeederError, match="TrainConfig fields"):
+        command.build_config("toy", overrides={"learning_rate": 1.0})
+    with pytest.raises(SeederError, match="extract"):
+        command.run_training("other", device="cpu", cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.parametrize("ablation", ["rerank", "greedy_baseline", "single_trajectory", "no_baseline", "no_aux"])
+def test_every_ablation_trains_and_ranks(small_task, tmp_path, ablation):
+    from seeder_dgl.training.checkpoint import load_policy
+
+    train_r, train_q, val_r, val_q, node_emb, num_rel = small_task
+    cfg = tiny_config(epochs=1, batch_size=8, ablation=ablation, relation_text=ablation == "rerank")
+    relation_emb = np.random.default_rng(0).normal(size=(num_rel, 16)).astype(np.float32)
+    result = train(cfg, train_r[:16], train_q[:16], val_r[:6], val_q[:6], node_emb, num_rel, tmp_path,
+                   progress=False, relation_emb=relation_emb)
+    row = result.history[0]
+    assert all(math.isfinite(row[k]) for k in ("loss", "rl_loss", "bpr_loss", "reward", "grad_norm"))
+    loaded = load_policy(result.best_path)
+    ranked = loaded.rank(val_r[:6], node_emb, val_q[:6], k=1000)
+    assert evaluate_rankings([[i for i, _ in r] for r in ranked], val_r[:6]) == pytest.approx(result.best_metrics)
+    if ablation == "rerank":  # scores the whole K-hop subgraph
+        assert [len(r) for r in ranked] == [r.num_nodes for r in val_r[:6]] and loaded.cfg.relation_text
