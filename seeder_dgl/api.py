@@ -122,6 +122,9 @@ class Retriever:
     def policy(self):
         if self._policy is None:
             from seeder_dgl.training.checkpoint import load_policy
+            from seeder_dgl.training.command import configure_threads
+
+            configure_threads()  # unless the user chose: one OpenMP thread per pool on few cores
 
             if not self._checkpoint_path.exists():
                 raise SeederError(f"no trained checkpoint at {self._checkpoint_path}: run `seeder-dgl train "

@@ -286,6 +286,35 @@ def _query_encoder(graph):
     return TextEncoder(resolve_model(graph.info.model))
 
 
+# ---- train ------------------------------------------------------------------------------------
+@app.command()
+@one_line_errors
+def train(
+    dataset: str = typer.Argument(..., help="A dataset whose train/val subgraphs are extracted (seeder-dgl extract)."),
+    epochs: int = typer.Option(None, help="Epochs [default: the dataset's, from method.md's table]."),
+    device: str = typer.Option("auto", help="auto (CUDA when there is one), cpu, cuda, cuda:1, ..."),
+    out: str = typer.Option(None, help="Run folder [default: runs/<dataset>/<ablation>]."),
+    resume: bool = typer.Option(False, help="Continue an interrupted run exactly (from last.pt)."),
+    seed: int = typer.Option(0, help="Random seed: the same seed gives the same run on CPU."),
+    ablation: str = typer.Option("full", help="full, rerank, greedy_baseline, single_trajectory, no_baseline, no_aux."),
+    limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
+    threads: int = typer.Option(None, help="CPU threads when OMP_NUM_THREADS is unset [default: 1 on <= 2 cores]."),
+    lr: float = typer.Option(None, help="Learning rate override."),
+    batch_size: int = typer.Option(None, help="Queries per step override."),
+):
+    """Train the SeedER expansion policy and scoring head on the cached K-hop subgraphs.
+
+    Saves best.pt (by validation Recall@20), last.pt, config.json, metrics.json, history.csv and
+    curves.png in the run folder.
+    """
+    from seeder_dgl.training.command import run_training
+
+    overrides = {k: v for k, v in {"lr": lr, "batch_size": batch_size}.items() if v is not None}
+    result = run_training(dataset, epochs=epochs, device=device, out=out, resume=resume, seed=seed,
+                          ablation=ablation, limit=limit, overrides=overrides or None, threads=threads)
+    console.print(result.summary())
+
+
 # ---- query ------------------------------------------------------------------------------------
 @app.command("query")
 @one_line_errors
@@ -310,6 +339,9 @@ def query_command(
 
     from rich.table import Table
 
+    from seeder_dgl.training.command import configure_threads
+
+    configure_threads()  # torch's and DGL's OpenMP pools fight on few cores (16 ms vs >100 ms a query)
     from seeder_dgl.api import Retriever
     from seeder_dgl.datasets import retrieval_profile
 
@@ -369,6 +401,9 @@ def eval_command(
             raise SeederError(f"--engine is cypher or memory, not {engine!r}")
         run_coverage(dataset, split=split, per_group=per_hop, engine=engine, source=source, out=out)
         return
+    from seeder_dgl.training.command import configure_threads
+
+    configure_threads()
     from seeder_dgl.evaluation.command import run_eval
 
     run_eval(dataset, split=split, qa_file=qa_file, methods=methods, k=k, depth=depth, limit=limit,
