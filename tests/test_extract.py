@@ -1,0 +1,74 @@
+"""`extract`: subgraphs of a question split from the live graph into the shard cache."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from loaders.kg import Query
+from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.export import export_graph
+from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.graphstore.writer import GraphWriter
+from seeder_dgl.subgraph import cache
+from seeder_dgl.subgraph.extract import ExtractionSettings, SnapshotGraph, extract_split
+from tests.helpers.graphs import random_embeddings, random_kg
+
+
+@pytest.fixture
+def graph(neo4j_driver, dataset_label):
+    kg = random_kg(dataset_label, 600, 2400, seed=31)
+    emb = random_embeddings(600, seed=31)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, random_embeddings(4, seed=32), "m", progress=False)
+    yield LiveGraph(neo4j_driver, dataset_label), emb
+    writer.reset()
+
+
+def _queries(n: int, emb: np.ndarray):
+    rng = np.random.default_rng(4)
+    answers = rng.integers(0, emb.shape[0], size=(n, 2))
+    queries = [Query(id=100 + i, text=f"question {i}", answers=[int(a) for a in answers[i]]) for i in range(n)]
+    q = emb[answers[:, 0]] + 0.3 * random_embeddings(n, seed=5)  # near one answer
+    return queries, q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+def test_cypher_and_memory_engines_give_the_same_subgraphs(graph, neo4j_driver, dataset_label, tmp_path):
+    live, emb = graph
+    queries, q = _queries(20, emb)
+    settings = ExtractionSettings(seeds=3, budgets=(8, 12), exact_seeds=True)
+    extract_split(live, queries, q, tmp_path / "cypher", settings, shard_size=6, progress=False)
+    snapshot = SnapshotGraph(live, export_graph(neo4j_driver, dataset_label, tmp_path / "export", progress=False))
+    summary = extract_split(snapshot, queries, q, tmp_path / "memory", settings, shard_size=6, progress=False)
+    a, qa = cache.load_split(tmp_path / "cypher")
+    b, qb = cache.load_split(tmp_path / "memory")
+    assert [r.query_id for r in a] == [r.query_id for r in b] == [q.id for q in queries]
+    for x, y in zip(a, b):
+        assert x.node_ids.tolist() == y.node_ids.tolist()
+        np.testing.assert_allclose(x.score, y.score, atol=1e-5)
+        assert sorted(zip(x.src.tolist(), x.dst.tolist(), x.rel.tolist())) == \
+            sorted(zip(y.src.tolist(), y.dst.tolist(), y.rel.tolist()))
+        assert x.labels.sum() == len(set(queries[[qq.id for qq in queries].index(x.query_id)].answers)
+                                     & set(x.node_ids.tolist()))
+    np.testing.assert_allclose(qa, qb)
+    assert summary["num_queries"] == 20 and summary["num_shards"] == 4
+    assert 0 <= summary["subgraph_hit_any"] <= 1
+
+
+def test_a_partial_split_resumes_and_other_settings_are_refused(graph, tmp_path):
+    live, emb = graph
+    queries, q = _queries(12, emb)
+    settings = ExtractionSettings(seeds=2, budgets=(5,))
+    folder = tmp_path / "split"
+    extract_split(live, queries, q, folder, settings, shard_size=4, progress=False)
+    first = cache.load_split(folder)[0]
+    cache.shard_path(folder, 1).unlink()  # as if killed before the second shard was written
+    summary = extract_split(live, queries, q, folder, settings, shard_size=4, progress=False)
+    assert summary["resumed_queries"] == 8
+    again = cache.load_split(folder)[0]
+    assert [r.node_ids.tolist() for r in again] == [r.node_ids.tolist() for r in first]
+    with pytest.raises(SeederError, match="other settings"):
+        extract_split(live, queries, q, folder, ExtractionSettings(seeds=2, budgets=(6,)), shard_size=4,
+                      progress=False)
+    cache.shard_path(folder, 0).write_bytes(b"not a zip")
+    with pytest.raises(cache.CacheError, match="damaged"):
+        cache.load_split(folder)
