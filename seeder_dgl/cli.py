@@ -119,15 +119,9 @@ def _budgets(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _write_json(path, payload) -> None:
-    import json
-    import os
-    from pathlib import Path
+    from seeder_dgl.fileio import atomic_write_json
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    atomic_write_json(path, payload)
 
 
 # ---- ingest -----------------------------------------------------------------------------------

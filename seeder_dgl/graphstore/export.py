@@ -7,8 +7,8 @@ The export is cached on disk per dataset and refreshed when the dataset record c
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import numpy as np
 from neo4j import Driver
 from rich.progress import Progress
 
+from seeder_dgl.fileio import atomic_write_bytes
 from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.live import LiveGraph
 
@@ -81,12 +82,10 @@ def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, da
     out = GraphExport(n, emb, node_type, list(type_index), np.asarray(src, np.int64), np.asarray(dst, np.int64),
                       np.asarray(rel, np.int64), list(graph.info.relation_types), graph.info.relation_embeddings)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            np.savez(fh, num_nodes=n, node_emb=emb, node_type=node_type,
-                     node_type_names=np.asarray(out.node_type_names, dtype=str), src=out.src, dst=out.dst,
-                     rel=out.rel, relation_types=np.asarray(out.relation_types, dtype=str),
-                     relation_emb=out.relation_emb)
-        os.replace(tmp, path)
+        buffer = io.BytesIO()
+        np.savez(buffer, num_nodes=n, node_emb=emb, node_type=node_type,
+                 node_type_names=np.asarray(out.node_type_names, dtype=str), src=out.src, dst=out.dst,
+                 rel=out.rel, relation_types=np.asarray(out.relation_types, dtype=str),
+                 relation_emb=out.relation_emb)
+        atomic_write_bytes(path, buffer.getvalue())
     return out

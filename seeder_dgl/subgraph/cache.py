@@ -6,14 +6,15 @@ concatenated arrays with offsets, plus the query embeddings. Shards are written 
 """
 from __future__ import annotations
 
+import io
 import json
-import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from seeder_dgl.errors import SeederError
+from seeder_dgl.fileio import atomic_write_bytes, atomic_write_json
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 
@@ -44,12 +45,9 @@ def save_shard(path: Path, records: list[QuerySubgraph], query_emb: np.ndarray) 
         rel=cat([r.rel for r in records], np.int64),
         query_emb=np.asarray(query_emb, dtype=np.float32),
     )
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **payload)
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    np.savez(buffer, **payload)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def load_shard(path: Path) -> tuple[list[QuerySubgraph], np.ndarray]:
@@ -90,8 +88,4 @@ def load_split(folder: Path) -> tuple[list[QuerySubgraph], np.ndarray]:
 
 
 def write_manifest(folder: Path, info: dict) -> None:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / "manifest.json.tmp"
-    tmp.write_text(json.dumps(info, indent=2, sort_keys=True))
-    os.replace(tmp, folder / "manifest.json")
+    atomic_write_json(Path(folder) / "manifest.json", info)

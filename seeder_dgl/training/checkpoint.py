@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from seeder_dgl.errors import SeederError
+from seeder_dgl.fileio import atomic_write_bytes
 from seeder_dgl.model.batch import SubgraphBatch, apply_pca, collate, fit_pca
 from seeder_dgl.model.ops import select_ops
 from seeder_dgl.model.policy import SeederPolicy
@@ -65,16 +66,7 @@ def save_checkpoint(path: str | Path, state: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(buffer.getbuffer())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    atomic_write_bytes(path, buffer.getvalue())
     return path
 
 

@@ -16,7 +16,6 @@ import csv
 import io
 import json
 import math
-import os
 import platform
 import subprocess
 import sys
@@ -25,28 +24,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
+from seeder_dgl.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
+
 CONFIG_FILE, METRICS_FILE, HISTORY_FILE, CURVES_FILE = "config.json", "metrics.json", "history.csv", "curves.png"
 PACKAGES = ("torch", "dgl", "numpy", "neo4j", "sentence-transformers", "seeder-dgl")
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _json_safe(value: Any) -> Any:
