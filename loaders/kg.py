@@ -156,6 +156,16 @@ class QASet:
     unknown_names: list[str] = field(default_factory=list)
     """Entity names in the question file that match no node (reported, not fatal)."""
 
+    def sample(self, name: str, count: int | None, seed: int = 0) -> list[Query]:
+        """A fixed random sample of ``count`` questions of a split, in split order (all if None).
+
+        Splits may be ordered by hop count or type, so the first N questions are not a sample."""
+        queries = self.split(name)
+        if count is None or count >= len(queries):
+            return queries
+        pick = np.sort(np.random.default_rng(seed).choice(len(queries), size=count, replace=False))
+        return [queries[i] for i in pick]
+
     def split(self, name: str) -> list[Query]:
         if name not in self.splits:
             raise KeyError(f"{self.name} has no split {name!r}; available: {sorted(self.splits)}")

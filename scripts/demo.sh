@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 DGLBACKEND=pytorch
+# The demo's subgraphs and run live apart from full-size ones; embeddings are shared (slow to make).
+export SEEDER_EMBEDDINGS="${SEEDER_EMBEDDINGS:-$PWD/.cache/embeddings}"
+export SEEDER_CACHE="${SEEDER_CACHE:-$PWD/.cache/demo}" SEEDER_RUNS="${SEEDER_RUNS:-$PWD/runs/demo}"
 sd=".venv/bin/seeder-dgl"
 DATA_OPT=()
 if [ -n "${DATA:-}" ]; then DATA_OPT=(--source "$DATA"); fi
@@ -21,13 +24,14 @@ step "2/6 ingest MetaQA: 43,234 entities, 133,582 triples, MiniLM embeddings, ve
 $sd ingest metaqa "${DATA_OPT[@]}"
 $sd status
 step "3/6 extract K-hop-with-filtering subgraphs (k0=3, B=150) of ${TRAIN_QUESTIONS} train / ${VAL_QUESTIONS} val questions"
-$sd extract metaqa --split train --limit "$TRAIN_QUESTIONS" --engine memory "${DATA_OPT[@]}"
-$sd extract metaqa --split val --limit "$VAL_QUESTIONS" --engine memory "${DATA_OPT[@]}"
+$sd extract metaqa --split train --sample "$TRAIN_QUESTIONS" --engine memory "${DATA_OPT[@]}"
+$sd extract metaqa --split val --sample "$VAL_QUESTIONS" --engine memory "${DATA_OPT[@]}"
 step "4/6 train the SeedER policy (${EPOCHS} epochs, CPU unless a GPU is there)"
 $sd train metaqa --epochs "$EPOCHS"
 step "5/6 evaluate SeedER against the baselines on ${VAL_QUESTIONS} validation questions"
-$sd eval metaqa --split val --limit "$VAL_QUESTIONS" "${DATA_OPT[@]}"
+$sd eval metaqa --split val --sample "$VAL_QUESTIONS" "${DATA_OPT[@]}"
 step "6/6 ask the live graph"
-$sd query metaqa "who directed the movies written by Christopher Nolan" --k 10
-$sd query metaqa "who directed the movies written by Christopher Nolan" --k 10 --format triples
+$sd query metaqa "who directed the movies written by Christopher Nolan" --k 10 \
+    --checkpoint "$SEEDER_RUNS/metaqa/full/best.pt"
+$sd query metaqa "who directed the movies written by Christopher Nolan" --k 10 --method khop --format triples
 printf '\nNeo4j keeps running for more questions (seeder-dgl query metaqa "..."); stop it with: %s neo4j stop\n' "$sd"

@@ -229,6 +229,7 @@ def extract(
     profile: str = typer.Option("paper", help="Retrieval settings: paper, or a dataset's own (MetaQA: deep)."),
     seeding: str = typer.Option(None, help="dense, fulltext or hybrid [default: the profile's]."),
     limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
+    sample: int = typer.Option(None, help="A fixed random sample of N questions of each split (seed 0)."),
     overwrite: bool = typer.Option(False, help="Replace a cache built with other settings."),
     engine: str = typer.Option("cypher", help="cypher: every query through Cypher on the live graph; memory: "
                                               "read the graph from Neo4j once, then the same K-hop in memory (faster)."),
@@ -264,7 +265,8 @@ def extract(
             graph = SnapshotGraph(graph, export_graph(driver, dataset, cache_root() / dataset / "export"))
             settings = dataclasses.replace(settings, exact_seeds=True)  # seeding in memory is an exact scan
         for name in split:
-            queries = qa.split(name)[:limit] if limit else qa.split(name)
+            queries = qa.sample(name, sample)
+            queries = queries[:limit] if limit else queries
             embs = encoder.encode([q.text for q in queries], show_progress=False)
             folder = cache_root() / dataset / "subgraphs" / (name if profile == "paper" else f"{profile}-{name}")
             summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite)
@@ -376,6 +378,7 @@ def eval_command(
     k: int = typer.Option(20, "--k", help="Cut-off of Hit@k/Recall@k."),
     depth: int = typer.Option(None, help="Nodes asked of each method; @any/size over them [default: K-hop budget B]."),
     limit: int = typer.Option(None, help="Only the first N questions."),
+    sample: int = typer.Option(None, help="A fixed random sample of N questions (seed 0), in split order."),
     checkpoint: str = typer.Option(None, help="SeedER checkpoint [default: runs/<dataset>/full/best.pt]."),
     out: str = typer.Option(None, help="Result folder [default: benchmarks/results/eval-<dataset>-<split>/]."),
     sweep: bool = typer.Option(False, help="Also the budget sweep and k-hop growth plots."),
@@ -400,7 +403,7 @@ def eval_command(
     configure_threads()
     from seeder_dgl.evaluation.command import run_eval
 
-    run_eval(dataset, split=split, qa_file=qa_file, methods=methods, k=k, depth=depth, limit=limit,
+    run_eval(dataset, split=split, qa_file=qa_file, methods=methods, k=k, depth=depth, limit=limit, sample=sample,
              checkpoint=checkpoint, out=out, sweep=sweep, sweep_queries=sweep_queries,
              per_query=per_query, source=source, console=console)
 

@@ -43,7 +43,10 @@ def default_model_path() -> Path:
 
 
 def default_cache_dir() -> Path:
-    """``$SEEDER_CACHE/embeddings``, else ``.cache/embeddings`` in the repository (as seeder_dgl.datasets)."""
+    """``$SEEDER_EMBEDDINGS``, else ``$SEEDER_CACHE/embeddings``, else ``.cache/embeddings`` in the
+    repository. Its own variable, so runs with separate caches can share the (slow) embeddings."""
+    if os.environ.get("SEEDER_EMBEDDINGS"):
+        return Path(os.environ["SEEDER_EMBEDDINGS"]).expanduser()
     base = os.environ.get("SEEDER_CACHE")
     return (Path(base).expanduser() if base else REPO / ".cache") / "embeddings"
 

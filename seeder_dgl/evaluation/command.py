@@ -83,12 +83,16 @@ class PreparedQuestions:
         return lines
 
 
-def prepare_questions(qa: QASet, split: str, limit: int | None = None) -> PreparedQuestions:
-    """The questions of ``split`` (first ``limit``), those without a mapped answer set aside."""
+def prepare_questions(qa: QASet, split: str, limit: int | None = None,
+                      sample: int | None = None) -> PreparedQuestions:
+    """The questions of ``split`` (a seeded ``sample``, then the first ``limit``), those without a
+    mapped answer set aside."""
     if limit is not None and limit <= 0:
         raise SeederError(f"--limit must be at least 1, not {limit}")
+    if sample is not None and sample <= 0:
+        raise SeederError(f"--sample must be at least 1, not {sample}")
     try:
-        queries = qa.split(split)
+        queries = qa.sample(split, sample)
     except KeyError:
         raise SeederError(f"{qa.name} has no question split {split!r}: choose one of "
                           f"{', '.join(sorted(qa.splits))}") from None
@@ -100,7 +104,8 @@ def prepare_questions(qa: QASet, split: str, limit: int | None = None) -> Prepar
 
 
 def load_questions(dataset: str, *, split: str = "val", qa_file: str | Path | None = None,
-                   source: str | None = None, limit: int | None = None) -> PreparedQuestions:
+                   source: str | None = None, limit: int | None = None,
+                   sample: int | None = None) -> PreparedQuestions:
     """Questions of a dataset split, or of a MetaQA-format file mapped through the MetaQA graph."""
     from seeder_dgl.datasets import DATASETS, get_spec
 
@@ -108,7 +113,7 @@ def load_questions(dataset: str, *, split: str = "val", qa_file: str | Path | No
         spec = get_spec(dataset)
         if spec.load_questions is None:
             raise SeederError(f"{dataset} has no questions: pass --qa-file FILE in MetaQA's format")
-        return prepare_questions(spec.load_questions(source, None), split, limit)
+        return prepare_questions(spec.load_questions(source, None), split, limit, sample)
     spec = DATASETS.get(dataset)
     if spec is not None and spec.name != "metaqa":
         raise SeederError(f"--qa-file reads questions in MetaQA's format, matched by entity name: it works for "
@@ -117,7 +122,7 @@ def load_questions(dataset: str, *, split: str = "val", qa_file: str | Path | No
 
     kg = get_spec("metaqa").load_graph(source)
     qa = load_metaqa_qa_file(qa_file, kg)
-    prepared = prepare_questions(qa, "all", limit)
+    prepared = prepare_questions(qa, "all", limit, sample)
     prepared.label = Path(qa_file).stem
     return prepared
 
@@ -184,11 +189,11 @@ def _load_policies(plan: MethodPlan, dataset: str, model: str, dimension: int, e
 # ---------------------------------------------------------------------------------------------
 # The command
 # ---------------------------------------------------------------------------------------------
-def _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source, depth) -> str:
+def _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source, depth, sample=None) -> str:
     parts = ["seeder-dgl eval", dataset]
     parts += [f"--qa-file {qa_file}"] if qa_file else [f"--split {split}"]
     for flag, value in (("--methods", methods if isinstance(methods, str) or methods is None else ",".join(methods)),
-                        ("--limit", limit), ("--checkpoint", checkpoint), ("--source", source), ("--depth", depth)):
+                        ("--limit", limit), ("--sample", sample), ("--checkpoint", checkpoint), ("--source", source), ("--depth", depth)):
         if value:
             parts.append(f"{flag} {value}")
     if k != 20:
@@ -207,6 +212,7 @@ def sample_indices(n: int, size: int | None, seed: int = 0) -> np.ndarray:
 
 def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = None,
              methods: str | Sequence[str] | None = None, k: int = 20, limit: int | None = None,
+             sample: int | None = None,
              checkpoint: str | Path | None = None, out: str | Path | None = None, sweep: bool = False,
              source: str | None = None, depth: int | None = None, per_query: bool = False,
              sweep_budgets: Sequence[int] | None = None, sweep_queries: int | None = SWEEP_QUERIES,
@@ -233,7 +239,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     if depth is not None and depth < k:
         raise SeederError(f"--depth must be at least --k ({k}), not {depth}")
     plan = plan_methods(dataset, methods, checkpoint)  # before any slow step: a typo fails at once
-    questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit)
+    questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit, sample=sample)
     for line in questions.messages() + plan.notes:
         console.print(f"[yellow]note:[/] {line}", highlight=False)
     if not questions.queries:
@@ -282,7 +288,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
                       "relations": len(export.relation_types)},
             "questions": questions.summary(), "notes": plan.notes + skipped,
             "command": _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source,
-                                     depth if depth != max(k, seeds + sum(budgets)) else None),
+                                     depth if depth != max(k, seeds + sum(budgets)) else None, sample),
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     result = evaluate({n: methods_run[n] for n in order}, queries, query_emb, k, depth=depth, info=method_info,
                       on_error="record", progress=progress, meta=meta)
