@@ -1,0 +1,94 @@
+"""Training throughput and policy inference latency on CPU (or --device cuda).
+
+    python benchmarks/bench_training.py [--queries 2000] [--device cpu]
+
+Trains one epoch with the Prime defaults (method.md) on MetaQA 2-hop training subgraphs from
+the extract cache (`seeder-dgl extract metaqa --split train`), then times the trained policy
+alone ranking 150-node-budget subgraphs one query at a time, with both message-passing backends.
+Writes benchmarks/results/training-<device>.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from seeder_dgl.training.command import configure_threads  # noqa: E402
+
+configure_threads()  # before torch spins up its pool: one thread per OpenMP runtime on 2 cores
+
+from benchmarks.common import machine, percentile, write_result  # noqa: E402
+from seeder_dgl.datasets import cache_root  # noqa: E402
+from seeder_dgl.subgraph.cache import load_split  # noqa: E402
+from seeder_dgl.training.checkpoint import load_policy  # noqa: E402
+from seeder_dgl.training.command import load_features  # noqa: E402
+from seeder_dgl.training.config import TrainConfig  # noqa: E402
+from seeder_dgl.training.trainer import train  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=2000, help="2-hop training questions for the epoch")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--latency-queries", type=int, default=300)
+    args = parser.parse_args()
+
+    records, query_emb = load_split(cache_root() / "metaqa" / "subgraphs" / "train")
+    two_hop = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][: args.queries]
+    val = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][args.queries: args.queries + 200]
+    feats = load_features("metaqa")
+    cfg = TrainConfig.for_dataset("prime", epochs=1, warmup_epochs=0, device=args.device, seed=0)
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        result = train(cfg, [records[i] for i in two_hop], query_emb[two_hop], [records[i] for i in val],
+                       query_emb[val], feats.node_emb, len(feats.relation_types), Path(out), progress=False,
+                       relation_types=feats.relation_types, dataset_meta={"dataset": "metaqa"})
+        wall = time.perf_counter() - t0
+        epoch = result.history[-1]
+        latency = {}
+        sample = [records[i] for i in val[: args.latency_queries]]
+        sample_q = query_emb[val[: args.latency_queries]]
+        for ops in ("torch", "dgl"):
+            policy = load_policy(result.best_path, dataset="metaqa")
+            policy.cfg.ops = ops
+            times = []
+            for r, q in zip(sample, sample_q):
+                node_emb = feats.node_emb[r.node_ids]
+                t = time.perf_counter()
+                policy.rank([r], [node_emb], q[None], k=20)
+                times.append((time.perf_counter() - t) * 1000)
+            latency[ops] = {"p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95)}
+    qps = float(epoch["queries_per_s"])  # training steps only; validation is timed apart
+    seconds = len(two_hop) / qps
+    payload = {"machine": machine(), "device": args.device, "train_queries": len(two_hop),
+               "parameters": result.num_parameters, "epoch_seconds": seconds, "wall_seconds": wall,
+               "queries_per_second": qps, "ops": result.ops,
+               "full_metaqa_epoch_estimate_seconds": 31_311 / (len(two_hop) / seconds),
+               "mean_subgraph_nodes": float(np.mean([records[i].num_nodes for i in two_hop])),
+               "inference": latency}
+    md = "\n".join([
+        f"# Training throughput and policy latency ({args.device})", "",
+        f"Machine: {payload['machine']['cpu']}, {payload['machine']['cores']} cores. "
+        f"Command: `python benchmarks/bench_training.py --device {args.device}`.", "",
+        f"Prime defaults (method.md): {result.num_parameters:,} parameters, M=8 trajectories, batch 16, "
+        f"ops {result.ops}; {len(two_hop)} MetaQA 2-hop training subgraphs (mean "
+        f"{payload['mean_subgraph_nodes']:.0f} nodes, B=150).", "",
+        "| training | value |", "|---|---|",
+        f"| queries/s | {payload['queries_per_second']:.1f} |",
+        f"| seconds per epoch ({len(two_hop)} queries) | {seconds:.1f} |",
+        f"| a full MetaQA epoch (31,311 queries), estimated | {payload['full_metaqa_epoch_estimate_seconds']:.0f} s |", "",
+        "| policy alone, one query at a time | p50 ms | p95 ms |", "|---|---|---|",
+        *[f"| {ops} ops | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for ops, v in latency.items()],
+    ])
+    print(md)
+    write_result(f"training-{args.device}", payload, md)
+
+
+if __name__ == "__main__":
+    main()
