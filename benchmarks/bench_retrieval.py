@@ -27,7 +27,6 @@ from seeder_dgl.graphstore.export import export_graph  # noqa: E402
 from seeder_dgl.graphstore.live import LiveGraph  # noqa: E402
 from seeder_dgl.graphstore.seeding import seed  # noqa: E402
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter  # noqa: E402
-from seeder_dgl.subgraph.extract import SnapshotGraph  # noqa: E402
 
 
 def query_embeddings(dataset: str, graph: LiveGraph, node_emb: np.ndarray, count: int,
@@ -74,7 +73,6 @@ def main() -> None:
     arrays = GraphArrays.from_arrays(export.num_nodes, export.src, export.dst, export.rel)
     print(f"export + CSR: {time.perf_counter() - t0:.1f} s", flush=True)
     texts, queries = query_embeddings(args.dataset, live, export.node_emb, args.queries, seed=0)
-    snapshot = SnapshotGraph(live, export)
 
     def live_seeds(i: int):
         return seed(live, texts[i], queries[i], args.seeds, args.seeding)

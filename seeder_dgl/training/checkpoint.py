@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import os
 import pickle
 import zipfile
 from dataclasses import dataclass
