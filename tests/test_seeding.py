@@ -63,3 +63,33 @@ def test_fulltext_seeding_on_neo4j_finds_rare_names(neo4j_driver, dataset_label)
         assert seed(graph, "???", q, 2, "fulltext") == []
     finally:
         writer.reset()
+
+
+def test_coverage_rows_count_topics_answers_and_sizes(neo4j_driver, dataset_label):
+    from loaders.kg import Query
+    from seeder_dgl.evaluation.coverage import CoverageSetting, coverage
+
+    names = ["Heat", "Michael Mann", "Collateral", "Tom Cruise", "Top Gun", "Tony Scott", "Alien"]
+    n = len(names)
+    # Heat -directed_by-> Mann <-directed_by- Collateral -starred-> Cruise <-starred- Top Gun -directed_by-> Scott
+    src, dst, rel = np.array([0, 2, 2, 4, 4]), np.array([1, 1, 3, 3, 5]), np.array([0, 0, 1, 1, 0])
+    kg = KnowledgeGraph(dataset_label, names, names, np.zeros(n, np.int64), ["thing"], src, dst, rel,
+                        ["directed_by", "starred_actors"])
+    emb = random_embeddings(n, seed=7)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, random_embeddings(2, seed=8), "m", progress=False)
+    try:
+        graph = LiveGraph(neo4j_driver, dataset_label)
+        queries = [Query(1, "who directed Heat", [1], topic=[0], hops=1),
+                   Query(2, "actors in movies directed by the director of Heat", [3], topic=[0], hops=3),
+                   Query(3, "who directed Alien", [99], topic=[6], hops=1)]
+        q = random_embeddings(3, seed=9)
+        rows = coverage(graph, queries, q, [CoverageSetting("fulltext", 1, (2, 2, 2))], progress=False)
+        by_group = {r["group"]: r for r in rows}
+        assert set(by_group) == {"1", "3", "all"}
+        assert by_group["1"]["topic_in_seeds"] == 1.0 and by_group["1"]["queries"] == 2
+        assert by_group["1"]["subgraph_hit_any"] == 0.5  # Alien is isolated, its answer is not in the graph
+        assert by_group["3"]["subgraph_hit_any"] == 1.0  # Heat -> Mann -> Collateral -> Cruise
+        assert by_group["all"]["queries"] == 3 and by_group["all"]["mean_nodes"] <= 7
+    finally:
+        writer.reset()
