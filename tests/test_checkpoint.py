@@ -47,7 +47,9 @@ def test_save_checkpoint_is_atomic(tmp_path, monkeypatch):
     def crash(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(ckpt.os, "replace", crash)
+    import seeder_dgl.fileio as fileio
+
+    monkeypatch.setattr(fileio.os, "replace", crash)  # the rename of the atomic write fails
     with pytest.raises(OSError):
         save_checkpoint(path, {"a": torch.zeros(3)})
     monkeypatch.undo()
