@@ -138,6 +138,9 @@ def ingest(
     quantization: bool = typer.Option(False, help="Quantize the vector index (less memory, approximate order)."),
     name: str = typer.Option(None, help="Store under this dataset name (e.g. your own graph in MetaQA format "
                                         "with --source) [default: the dataset argument]."),
+    embeddings: str = typer.Option(None, help="Precomputed node embeddings: a torch-saved dict node id -> vector "
+                                              "(STaRK's candidate_emb_dict.pt); --model must name the model that "
+                                              "made them, so questions are encoded in the same space."),
 ):
     """Load a knowledge graph, embed its node texts and write it into Neo4j with a vector index.
 
@@ -163,8 +166,17 @@ def ingest(
                   f"{len(kg.relation_names)} relations ({load_seconds:.1f} s)")
     t0 = time.perf_counter()
     encoder = TextEncoder(resolve_model(model))
-    node_emb = encoder.encode(kg.node_texts, batch_size=batch_size, show_progress=True)
+    if embeddings:
+        from seeder_dgl.embeddings import load_precomputed
+
+        node_emb = load_precomputed(embeddings, num_nodes=kg.num_nodes)
+        console.print(f"Imported {node_emb.shape[0]:,} precomputed {node_emb.shape[1]}-d embeddings from {embeddings}")
+    else:
+        node_emb = encoder.encode(kg.node_texts, batch_size=batch_size, show_progress=True)
     rel_emb = encoder.encode_relations(kg.relation_names)
+    if rel_emb.shape[1] != node_emb.shape[1]:
+        raise SeederError(f"the precomputed embeddings are {node_emb.shape[1]}-d but {model_label(model)} gives "
+                          f"{rel_emb.shape[1]}-d vectors: pass the --model that made them")
     encode_seconds = time.perf_counter() - t0
     with driver:
         summary = GraphWriter(driver, stored_as).ingest(kg, node_emb, rel_emb, model_label(model),

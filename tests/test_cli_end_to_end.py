@@ -94,3 +94,43 @@ def test_python_api_and_bad_input(movie_dataset):
         result = runner.invoke(app, args)
         assert result.exit_code == 1, (args, result.output)
         assert message in result.output and "Traceback" not in result.output
+
+
+def test_ingest_with_precomputed_embeddings_and_errors(tmp_path, neo4j_env, neo4j_driver, dataset_label, monkeypatch):
+    import torch
+
+    from tests.helpers.graphs import random_embeddings
+
+    monkeypatch.setenv("SEEDER_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "movies"
+    folder.mkdir()
+    (folder / "kb.txt").write_text(KB)
+    vectors = random_embeddings(15, dim=384, seed=5)
+    torch.save({i: torch.from_numpy(vectors[i]) for i in range(15)}, tmp_path / "emb.pt")
+    name = dataset_label.lower()
+    result = runner.invoke(app, ["ingest", "metaqa", "--source", str(folder), "--name", name,
+                                 "--embeddings", str(tmp_path / "emb.pt")])
+    assert result.exit_code == 0, result.output
+    try:
+        stored = neo4j_driver.execute_query(f"MATCH (n:{name.capitalize()} {{id: 3}}) RETURN n.embedding AS e").records
+        assert abs(sum(a * b for a, b in zip(stored[0]["e"], vectors[3])) - 1.0) < 1e-5
+        torch.save({i: torch.from_numpy(vectors[i]) for i in range(14)}, tmp_path / "short.pt")
+        bad = runner.invoke(app, ["ingest", "metaqa", "--source", str(folder), "--name", name + "x",
+                                  "--embeddings", str(tmp_path / "short.pt")])
+        assert bad.exit_code == 1 and "Traceback" not in bad.output and "14" in bad.output.replace("\n", " ")
+    finally:
+        GraphWriter(neo4j_driver, name).reset()
+
+
+def test_a_database_that_is_down_is_a_one_line_error(tmp_path, monkeypatch):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("NEO4J_URI", f"bolt://127.0.0.1:{port}")
+    for args in (["status"], ["query", "metaqa", "who"], ["ingest", "metaqa", "--source", str(tmp_path)]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, (args, result.output)
+        lines = [ln for ln in result.output.splitlines() if ln.strip()]
+        assert len(lines) <= 2 and "cannot reach Neo4j" in result.output and "Traceback" not in result.output
