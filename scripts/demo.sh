@@ -12,8 +12,8 @@ export SEEDER_CACHE="${SEEDER_CACHE:-$PWD/.cache/demo}" SEEDER_RUNS="${SEEDER_RU
 sd=".venv/bin/seeder-dgl"
 DATA_OPT=()
 if [ -n "${DATA:-}" ]; then DATA_OPT=(--source "$DATA"); fi
-TRAIN_QUESTIONS="${TRAIN_QUESTIONS:-4000}"
-VAL_QUESTIONS="${VAL_QUESTIONS:-600}"
+TRAIN_QUESTIONS="${TRAIN_QUESTIONS:-3000}"
+VAL_QUESTIONS="${VAL_QUESTIONS:-300}"
 EPOCHS="${EPOCHS:-3}"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
