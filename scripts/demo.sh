@@ -29,7 +29,7 @@ $sd extract metaqa --split val --sample "$VAL_QUESTIONS" --engine memory "${DATA
 step "4/6 train the SeedER policy (${EPOCHS} epochs, CPU unless a GPU is there)"
 $sd train metaqa --epochs "$EPOCHS"
 step "5/6 evaluate SeedER against the baselines on ${VAL_QUESTIONS} validation questions"
-$sd eval metaqa --split val --sample "$VAL_QUESTIONS" "${DATA_OPT[@]}"
+$sd eval metaqa --split val --sample "$VAL_QUESTIONS" --out "$SEEDER_RUNS/eval" "${DATA_OPT[@]}"
 step "6/6 ask the live graph"
 $sd query metaqa "who directed the movies written by Christopher Nolan" --k 10 \
     --checkpoint "$SEEDER_RUNS/metaqa/full/best.pt"
