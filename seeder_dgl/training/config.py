@@ -116,6 +116,9 @@ class TrainConfig:
 
 
 # The headline MiniLM runs (paper's hyperparameter table). MetaQA has no row: it uses Prime's.
+# Parameter count: method.md quotes about 1.1M trainable parameters; these settings give about
+# 93k here (most of it the 256x256 query projection). The paper does not say where the rest
+# lives (wider feed-forward or edge MLPs, embedding tables?), so the model is not padded to match.
 _PRIME: dict[str, Any] = dict(k0=3, pca_dim=256, hidden_dim=16, num_layers=3, dropout=0.1, expansion_sizes=(7, 10),
                               frontier_caps=(20, 50), batch_size=16, lr=1e-3, weight_decay=1e-5, epochs=15,
                               warmup_epochs=3, max_grad_norm=1.0, bpr_weight=1.0)
