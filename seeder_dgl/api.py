@@ -88,7 +88,8 @@ class Retriever:
         self.seeding = check_mode(seeding or defaults.seeding)
         self.exact_seeds = exact_seeds
         self._encoder = encoder
-        self._checkpoint_path = Path(checkpoint) if checkpoint else runs_root() / dataset / "full" / "best.pt"
+        run = "full" if profile == "paper" else f"{profile}-full"  # training.command.default_run_dir
+        self._checkpoint_path = Path(checkpoint) if checkpoint else runs_root() / dataset / run / "best.pt"
         self._policy = None
 
     @staticmethod

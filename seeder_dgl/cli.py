@@ -309,6 +309,8 @@ def train(
     threads: int = typer.Option(None, help="CPU threads when OMP_NUM_THREADS is unset [default: 1 on <= 2 cores]."),
     lr: float = typer.Option(None, help="Learning rate override."),
     batch_size: int = typer.Option(None, help="Queries per step override."),
+    profile: str = typer.Option("paper", help="Retrieval profile whose subgraphs were extracted "
+                                              "(seeder-dgl extract --profile): paper, or MetaQA's deep."),
 ):
     """Train the SeedER expansion policy and scoring head on the cached K-hop subgraphs.
 
@@ -319,7 +321,8 @@ def train(
 
     overrides = {k: v for k, v in {"lr": lr, "batch_size": batch_size}.items() if v is not None}
     result = run_training(dataset, epochs=epochs, device=device, out=out, resume=resume, seed=seed,
-                          ablation=ablation, limit=limit, overrides=overrides or None, threads=threads)
+                          ablation=ablation, limit=limit, overrides=overrides or None, threads=threads,
+                          profile=profile)
     console.print(result.summary())
 
 
@@ -332,7 +335,8 @@ def query_command(
     k: int = typer.Option(20, "--k", help="How many nodes to return."),
     method: str = typer.Option("seeder", help="seeder (trained policy), dense, khop or ppr."),
     output: str = typer.Option("table", "--format", help="table, json or triples."),
-    checkpoint: str = typer.Option(None, help="Policy checkpoint [default: runs/<dataset>/full/best.pt]."),
+    checkpoint: str = typer.Option(None, help="Policy checkpoint [default: runs/<dataset>/full/best.pt; "
+                                              "runs/<dataset>/<profile>-full/best.pt for another profile]."),
     seeds: int = typer.Option(None, help="k0 seeds [default: the profile's]."),
     budgets: str = typer.Option(None, help="K-hop nodes per hop, e.g. 50,97 [default: the profile's]."),
     profile: str = typer.Option("paper", help="Retrieval settings: paper (dense, k0=3, B=150) or a dataset's "
@@ -391,7 +395,8 @@ def eval_command(
     depth: int = typer.Option(None, help="Nodes asked of each method; @any/size over them [default: K-hop budget B]."),
     limit: int = typer.Option(None, help="Only the first N questions."),
     sample: int = typer.Option(None, help="A fixed random sample of N questions (seed 0), in split order."),
-    checkpoint: str = typer.Option(None, help="SeedER checkpoint [default: runs/<dataset>/full/best.pt]."),
+    checkpoint: str = typer.Option(None, help="SeedER checkpoint [default: runs/<dataset>/full/best.pt, "
+                                              "runs/<dataset>/<profile>-full/best.pt for another profile]."),
     out: str = typer.Option(None, help="Result folder [default: benchmarks/results/eval-<dataset>-<split>/]."),
     sweep: bool = typer.Option(False, help="Also the budget sweep and k-hop growth plots."),
     sweep_queries: int = typer.Option(500, help="Questions (fixed sample) for --sweep."),
@@ -401,6 +406,9 @@ def eval_command(
                                               "and budget (the seeding/depth report)."),
     per_hop: int = typer.Option(300, help="With --coverage: questions sampled per hop count."),
     engine: str = typer.Option("memory", help="With --coverage: K-hop through cypher, or in memory over an export."),
+    profile: str = typer.Option("paper", help="Retrieval settings every graph method starts from: paper (dense, "
+                                              "k0=3, B=150) or a dataset's own (MetaQA: deep); SeedER then uses "
+                                              "runs/<dataset>/<profile>-full."),
 ):
     """Score every retriever on the same questions: table, results.json/.md, STaRK-format predictions, plots."""
     if coverage:
@@ -417,7 +425,7 @@ def eval_command(
 
     run_eval(dataset, split=split, qa_file=qa_file, methods=methods, k=k, depth=depth, limit=limit, sample=sample,
              checkpoint=checkpoint, out=out, sweep=sweep, sweep_queries=sweep_queries,
-             per_query=per_query, source=source, console=console)
+             per_query=per_query, source=source, console=console, profile=profile)
 
 
 # ---- upsert -----------------------------------------------------------------------------------

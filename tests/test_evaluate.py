@@ -285,3 +285,45 @@ def test_sample_indices_is_fixed_and_sorted():
     assert np.array_equal(a, sample_indices(100, 10))
     assert sample_indices(5, 10).tolist() == [0, 1, 2, 3, 4]
     assert sample_indices(5, None).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_preset_seeds_replace_dense_seeding(world):
+    """A profile's full-text seeds (found in Neo4j once per question) reach every graph method."""
+    from seeder_dgl.retrieval.baselines import seed_key
+
+    graph, queries, emb = world
+    methods, _ = build_baselines(graph, ["khop"], seeds=1, budgets=BUDGETS)
+    khop = methods["khop"]
+    q = emb[0]
+    dense_first = khop.seeds(q)[0][0]
+    chosen = next(i for i in range(graph.arrays.num_nodes) if i != dense_first)
+    preset = {seed_key(q): (np.asarray([chosen]), np.asarray([0.5], np.float32))}
+    khop.preset_seeds = preset
+    assert khop.seeds(q)[0].tolist() == [chosen]
+    assert khop.seeds(emb[1])[0].tolist() == dense_topk(graph.node_emb, emb[1], 1)[0].tolist()
+    expected = khop_filter(graph.arrays, graph.node_emb, graph.rel_emb, q, np.asarray([chosen]), BUDGETS,
+                           seed_scores=np.asarray([0.5], np.float32))
+    ranked = [i for i, _ in khop.retrieve(q, 50)]
+    assert ranked and set(ranked) <= set(expected.node_ids.tolist()) and chosen in ranked
+
+    policy = FakePolicy()
+    method = SeederMethod(policy, graph, queries[:1], emb[:1], seeds=1, budgets=BUDGETS, depth=10,
+                          preset_seeds=preset)
+    assert method.subgraph(0).node_ids[0] == chosen
+
+
+def test_ablations_follow_the_profile_of_each_run(tmp_path):
+    import json
+
+    runs = tmp_path / "runs" / "toy"
+    for name, profile in (("full", None), ("no_aux", "paper"), ("deep-full", "deep"), ("deep-rerank", "deep")):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "best.pt").write_bytes(b"x")
+        if profile:
+            (runs / name / "config.json").write_text(json.dumps({"config": {"profile": profile}}))
+    assert list(find_ablations(runs)) == ["seeder-no_aux"]  # no profile recorded: a paper run
+    assert list(find_ablations(runs, profile="deep")) == ["seeder-rerank"]
+    plan = plan_methods("toy", None, None, runs_dir=runs, profile="deep")
+    assert plan.checkpoints == {"seeder": runs / "deep-full" / "best.pt", "seeder-rerank": runs / "deep-rerank" / "best.pt"}
+    with pytest.raises(SeederError, match="--profile mid"):
+        plan_methods("toy", "seeder", None, runs_dir=runs, profile="mid")

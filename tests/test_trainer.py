@@ -245,6 +245,10 @@ def test_run_training_reads_the_cache(small_task, tmp_path, monkeypatch):
 
     with pytest.raises(SeederError, match="unknown ablation"):
         command.run_training("toy", ablation="nope", cache_dir=tmp_path / "cache")
+    with pytest.raises(SeederError, match="deep-train"):  # a profile trains on its own extraction
+        command.run_training("metaqa", profile="deep", device="cpu", cache_dir=tmp_path / "cache")
+    with pytest.raises(SeederError, match="no retrieval profile 'wide'"):
+        command.run_training("metaqa", profile="wide", device="cpu", cache_dir=tmp_path / "cache")
     with pytest.raises(SeederError, match="TrainConfig fields"):
         command.build_config("toy", overrides={"learning_rate": 1.0})
     with pytest.raises(SeederError, match="extract"):
@@ -267,3 +271,16 @@ def test_every_ablation_trains_and_ranks(small_task, tmp_path, ablation):
     assert evaluate_rankings([[i for i, _ in r] for r in ranked], val_r[:6]) == pytest.approx(result.best_metrics)
     if ablation == "rerank":  # scores the whole K-hop subgraph
         assert [len(r) for r in ranked] == [r.num_nodes for r in val_r[:6]] and loaded.cfg.relation_text
+
+
+def test_profile_defaults_and_folders():
+    from seeder_dgl.training import command
+    from seeder_dgl.training.config import TrainConfig
+
+    deep = command.build_config("metaqa", profile="deep", overrides={"lr": 5e-4})
+    assert (deep.profile, deep.k0, deep.expansion_sizes, deep.frontier_caps) == ("deep", 1, (7, 7, 8), (20, 30, 50))
+    assert deep.lr == 5e-4 and deep.epochs == 6 and deep.subgraph_prefix == "deep-"
+    paper = TrainConfig.for_dataset("metaqa")
+    assert (paper.profile, paper.expansion_sizes, paper.subgraph_prefix) == ("paper", (7, 10), "")
+    assert command.default_run_dir("metaqa", "rerank", "deep").name == "deep-rerank"
+    assert command.default_run_dir("metaqa").name == "full"

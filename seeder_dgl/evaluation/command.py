@@ -140,25 +140,27 @@ class MethodPlan:
 
 
 def plan_methods(dataset: str, methods: str | Sequence[str] | None, checkpoint: str | Path | None,
-                 runs_dir: Path | None = None) -> MethodPlan:
+                 runs_dir: Path | None = None, profile: str = "paper") -> MethodPlan:
     """Validate ``methods`` against what can run; the default is every baseline plus every checkpoint found.
 
-    SeedER uses ``checkpoint`` or ``<runs>/<dataset>/full/best.pt``; each other
-    ``<runs>/<dataset>/<ablation>/best.pt`` is the method ``seeder-<ablation>``.
+    SeedER uses ``checkpoint`` or ``<runs>/<dataset>/full/best.pt`` (``<profile>-full`` for another
+    profile); each other run folder of the same profile is the method ``seeder-<ablation>``.
     """
     from seeder_dgl.datasets import runs_root
 
     runs_dir = Path(runs_dir) if runs_dir else runs_root() / dataset
-    main = Path(checkpoint) if checkpoint else runs_dir / "full" / "best.pt"
+    main_name = "full" if profile == "paper" else f"{profile}-full"
+    main = Path(checkpoint) if checkpoint else runs_dir / main_name / "best.pt"
     if checkpoint and not main.is_file():
         raise SeederError(f"no checkpoint at {main}: pass the best.pt written by `seeder-dgl train`")
-    ablations = find_ablations(runs_dir, main)
+    ablations = find_ablations(runs_dir, main, profile)
     available = [*BASELINES, SEEDER, *ablations]
     default = [*BASELINES, *([SEEDER] if main.is_file() else []), *ablations]
     names = resolve_methods(methods, available, default)
     if SEEDER in names and not main.is_file():
+        how = f"seeder-dgl train {dataset}" + ("" if profile == "paper" else f" --profile {profile}")
         raise SeederError(f"method seeder needs a trained policy and there is none at {main}: run "
-                          f"`seeder-dgl train {dataset}` or pass --checkpoint")
+                          f"`{how}` or pass --checkpoint")
     checkpoints = {n: (main if n == SEEDER else ablations[n]) for n in names if n == SEEDER or n in ablations}
     notes = [] if main.is_file() or methods else [f"no SeedER checkpoint at {main}: evaluating the baselines only"]
     return MethodPlan(names, checkpoints, notes)
@@ -189,7 +191,8 @@ def _load_policies(plan: MethodPlan, dataset: str, model: str, dimension: int, e
 # ---------------------------------------------------------------------------------------------
 # The command
 # ---------------------------------------------------------------------------------------------
-def _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source, depth, sample=None) -> str:
+def _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source, depth, sample=None,
+                  profile="paper") -> str:
     parts = ["seeder-dgl eval", dataset]
     parts += [f"--qa-file {qa_file}"] if qa_file else [f"--split {split}"]
     for flag, value in (("--methods", methods if isinstance(methods, str) or methods is None else ",".join(methods)),
@@ -198,6 +201,8 @@ def _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep,
             parts.append(f"{flag} {value}")
     if k != 20:
         parts.append(f"--k {k}")
+    if profile != "paper":
+        parts.append(f"--profile {profile}")
     if sweep:
         parts.append("--sweep")
     return " ".join(parts)
@@ -210,22 +215,42 @@ def sample_indices(n: int, size: int | None, seed: int = 0) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
 
 
+def linked_seeds(live, queries, query_emb: np.ndarray, k: int, mode: str,
+                 progress: bool = True) -> dict[bytes, tuple[np.ndarray, np.ndarray]]:
+    """Seeds of every question from Neo4j (full-text or hybrid linking), keyed by ``seed_key``."""
+    from tqdm.auto import tqdm
+
+    from seeder_dgl.graphstore.seeding import seed
+    from seeder_dgl.retrieval.baselines import seed_key
+
+    out = {}
+    for q, emb in tqdm(list(zip(queries, query_emb)), desc=f"{mode} seeding in Neo4j", disable=not progress,
+                       unit="q"):
+        found = seed(live, q.text, emb, k, mode)
+        out[seed_key(emb)] = (np.asarray([i for i, _ in found], dtype=np.int64),
+                              np.asarray([s for _, s in found], dtype=np.float32))
+    return out
+
+
 def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = None,
              methods: str | Sequence[str] | None = None, k: int = 20, limit: int | None = None,
              sample: int | None = None,
              checkpoint: str | Path | None = None, out: str | Path | None = None, sweep: bool = False,
              source: str | None = None, depth: int | None = None, per_query: bool = False,
              sweep_budgets: Sequence[int] | None = None, sweep_queries: int | None = SWEEP_QUERIES,
-             progress: bool = True, console=None) -> EvalResult:
+             progress: bool = True, console=None, profile: str = "paper") -> EvalResult:
     """Evaluate the methods on one question set; prints the tables and writes the result files.
 
     ``depth``: nodes asked of each method, over which ``@any`` and ``size`` are measured
     (default: the K-hop budget B = k0 + sum of the per-hop budgets, at least ``k``).
-    ``out``: result folder (default ``benchmarks/results/eval-<dataset>-<split or qa-file stem>/``).
+    ``out``: result folder (default ``benchmarks/results/eval-<dataset>-<split or qa-file stem>/``,
+    ``-<profile>`` appended for a profile other than 'paper').
+    ``profile``: the retrieval settings (seeds, budgets, seeding) every graph method starts from;
+    full-text or hybrid seeds come from Neo4j once per question and are shared by all methods.
     """
     from rich.console import Console
 
-    from seeder_dgl.datasets import DATASETS, RetrievalDefaults, cache_root, resolve_model
+    from seeder_dgl.datasets import cache_root, resolve_model, retrieval_profile
     from seeder_dgl.embeddings import TextEncoder
     from seeder_dgl.evaluation import plots, report
     from seeder_dgl.graphstore.connection import open_driver
@@ -238,14 +263,14 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
         raise SeederError(f"--k must be at least 1, not {k}")
     if depth is not None and depth < k:
         raise SeederError(f"--depth must be at least --k ({k}), not {depth}")
-    plan = plan_methods(dataset, methods, checkpoint)  # before any slow step: a typo fails at once
+    defaults = retrieval_profile(dataset, profile)  # before any slow step: a typo fails at once
+    plan = plan_methods(dataset, methods, checkpoint, profile=profile)
     questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit, sample=sample)
     for line in questions.messages() + plan.notes:
         console.print(f"[yellow]note:[/] {line}", highlight=False)
     if not questions.queries:
         raise SeederError(f"none of the {questions.total} questions of {questions.label} has an answer in the "
                           f"graph: nothing to score")
-    defaults = DATASETS[dataset].retrieval if dataset in DATASETS else RetrievalDefaults()
     seeds, budgets = defaults.seeds, tuple(defaults.budgets)
     depth = int(depth or max(k, seeds + sum(budgets)))
     queries = questions.queries
@@ -257,11 +282,16 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
         encoder = TextEncoder(resolve_model(info.model))
         with console.status(f"Embedding {len(queries):,} questions with {info.model}..."):
             query_emb = encoder.encode([q.text for q in queries], show_progress=False)
+        preset = (linked_seeds(live, queries, query_emb, seeds, defaults.seeding, progress)
+                  if defaults.seeding != "dense" else {})
         export = export_graph(driver, dataset, cache_root() / dataset / "export", progress=progress)
     graph = EvalGraph.from_export(export)
 
     methods_run, method_info = build_baselines(graph, [n for n in plan.names if n in BASELINES],
                                                seeds=seeds, budgets=budgets)
+    for method in methods_run.values():
+        if hasattr(method, "preset_seeds"):
+            method.preset_seeds = preset
     explicit = set(plan.names) if methods else ({SEEDER} if checkpoint else set())
     policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit)
     for line in skipped:
@@ -269,12 +299,13 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     if policies:
         cached, why = ({}, "in-memory K-hop (a --qa-file has no extracted split)")
         if qa_file is None:
-            cached, why = cached_subgraphs(cache_root() / dataset / "subgraphs" / split, seeds, budgets)
+            folder = split if profile == "paper" else f"{profile}-{split}"
+            cached, why = cached_subgraphs(cache_root() / dataset / "subgraphs" / folder, seeds, budgets)
             wanted = {int(q.id) for q in queries}
             cached = {qid: r for qid, r in cached.items() if qid in wanted}
         for name, policy in policies.items():
             methods_run[name] = SeederMethod(policy, graph, queries, query_emb, seeds=seeds, budgets=budgets,
-                                             depth=depth, cached=cached)
+                                             depth=depth, cached=cached, preset_seeds=preset)
             covered = len(cached)
             note = (f"subgraphs: {covered} of {len(queries)} from the extract cache (latency excludes their "
                     f"K-hop extraction), the rest K-hop in memory" if covered else
@@ -282,18 +313,19 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
             method_info[name] = {"checkpoint": str(plan.checkpoints[name]), "seeds": seeds,
                                  "budgets": list(budgets), "cached_subgraphs": covered, "note": note}
     order = [n for n in plan.names if n in methods_run]
-    meta = {"dataset": dataset, "split": questions.label, "qa_file": str(qa_file) if qa_file else None,
+    meta = {"dataset": dataset, "split": questions.label, "profile": profile, "seeding": defaults.seeding, "qa_file": str(qa_file) if qa_file else None,
             "source": source, "model": info.model, "seeds": seeds, "budgets": list(budgets),
             "graph": {"nodes": int(graph.arrays.num_nodes), "edges": int(graph.arrays.num_edges),
                       "relations": len(export.relation_types)},
             "questions": questions.summary(), "notes": plan.notes + skipped,
             "command": _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source,
-                                     depth if depth != max(k, seeds + sum(budgets)) else None, sample),
+                                     depth if depth != max(k, seeds + sum(budgets)) else None, sample, profile),
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     result = evaluate({n: methods_run[n] for n in order}, queries, query_emb, k, depth=depth, info=method_info,
                       on_error="record", progress=progress, meta=meta)
 
-    out_dir = Path(out) if out else RESULTS / f"eval-{dataset}-{questions.label}"
+    suffix = "" if profile == "paper" else f"-{profile}"
+    out_dir = Path(out) if out else RESULTS / f"eval-{dataset}-{questions.label}{suffix}"
     if sweep:
         pick = sample_indices(len(queries), sweep_queries)
         sub_q, sub_emb = [queries[i] for i in pick], query_emb[pick]

@@ -27,6 +27,7 @@ import numpy as np
 from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation.metrics import batch_metrics, metric_names
+from seeder_dgl.retrieval.baselines import seed_key
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -253,8 +254,10 @@ class SeederMethod:
 
     def __init__(self, policy, graph: EvalGraph, queries: Sequence[Query], query_emb: np.ndarray, *,
                  seeds: int, budgets: Sequence[int], depth: int,
-                 cached: Mapping[int, QuerySubgraph] | None = None):
+                 cached: Mapping[int, QuerySubgraph] | None = None,
+                 preset_seeds: Mapping[bytes, tuple[np.ndarray, np.ndarray]] | None = None):
         self.policy, self.graph = policy, graph
+        self.preset_seeds = dict(preset_seeds or {})
         self.queries, self.query_emb = queries, query_emb
         self.seeds, self.budgets, self.depth = int(seeds), list(budgets), int(depth)
         self.cached = dict(cached or {})
@@ -267,7 +270,8 @@ class SeederMethod:
             # Labels are gold answers: never let them reach the ranking.
             return replace(self.cached[qid], labels=np.zeros(0, dtype=bool), num_answers=0)
         q = self.query_emb[i]
-        ids, sims = dense_topk(self.graph.node_emb, q, self.seeds)
+        found = self.preset_seeds.get(seed_key(q))
+        ids, sims = found if found is not None else dense_topk(self.graph.node_emb, q, self.seeds)
         return khop_filter(self.graph.arrays, self.graph.node_emb, self.graph.rel_emb, q, ids, self.budgets,
                            seed_scores=sims, query_id=qid)
 
@@ -304,18 +308,36 @@ def cached_subgraphs(folder: Path, seeds: int, budgets: Sequence[int]) -> tuple[
     return {int(r.query_id): r for r in records}, f"cached subgraphs from {folder}"
 
 
-def find_ablations(runs_dir: Path, main: Path | None = None) -> dict[str, Path]:
-    """``seeder-<name>`` -> ``runs_dir/<name>/best.pt`` for every run folder but ``full`` (and ``main``)."""
+def run_profile(run_dir: Path) -> str:
+    """The retrieval profile a run folder was trained on (its config.json; 'paper' before profiles existed)."""
+    import json
+
+    try:
+        return json.loads((Path(run_dir) / "config.json").read_text())["config"].get("profile", "paper")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "paper"
+
+
+def find_ablations(runs_dir: Path, main: Path | None = None, profile: str = "paper") -> dict[str, Path]:
+    """``seeder-<name>`` -> ``runs_dir/<name>/best.pt`` for every run folder of ``profile`` but the main one.
+
+    Runs of another profile's subgraphs are left out: they rank other subgraphs. A non-paper
+    profile's folders are named ``<profile>-<ablation>``; the method name drops that prefix.
+    """
     runs_dir = Path(runs_dir)
     out: dict[str, Path] = {}
     if not runs_dir.is_dir():
         return out
     main_resolved = Path(main).resolve() if main else None
+    main_name = "full" if profile == "paper" else f"{profile}-full"
     for sub in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
         path = sub / "best.pt"
-        if sub.name == "full" or not path.is_file() or path.resolve() == main_resolved:
+        if sub.name == main_name or not path.is_file() or path.resolve() == main_resolved:
             continue
-        out[f"{ABLATION_PREFIX}{sub.name}"] = path
+        if run_profile(sub) != profile:
+            continue
+        name = sub.name[len(profile) + 1:] if profile != "paper" and sub.name.startswith(f"{profile}-") else sub.name
+        out[f"{ABLATION_PREFIX}{name}"] = path
     return out
 
 

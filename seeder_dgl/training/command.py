@@ -110,7 +110,7 @@ def _split_summary(folder: Path) -> dict[str, Any]:
 
 
 def build_config(dataset: str, *, epochs: int | None = None, device: str = "auto", seed: int = 0,
-                 ablation: str = "full", overrides: dict | None = None) -> TrainConfig:
+                 ablation: str = "full", overrides: dict | None = None, profile: str = "paper") -> TrainConfig:
     """The dataset's headline config (Prime's for datasets without a row), with the options applied."""
     if ablation not in ABLATIONS:
         raise SeederError(f"unknown ablation {ablation!r}: choose one of {', '.join(ABLATIONS)}")
@@ -119,8 +119,11 @@ def build_config(dataset: str, *, epochs: int | None = None, device: str = "auto
     if epochs is not None:
         options["epochs"] = epochs
     base = dataset if dataset in DATASET_DEFAULTS else "prime"
+    from seeder_dgl.datasets import retrieval_profile
+
+    retrieval_profile(dataset, profile)  # one-line error for a profile the dataset does not have
     try:
-        cfg = TrainConfig.for_dataset(base, **options)
+        cfg = TrainConfig.for_dataset(base, profile, **options)
     except (TypeError, ValueError) as exc:
         raise SeederError(f"bad training settings: {exc}") from exc
     if cfg.epochs < 1:
@@ -140,29 +143,38 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def default_run_dir(dataset: str, ablation: str = "full", profile: str = "paper") -> Path:
+    """``runs/<dataset>/<ablation>``; another profile's runs are ``runs/<dataset>/<profile>-<ablation>``."""
+    from seeder_dgl.datasets import runs_root
+
+    return runs_root() / dataset / (ablation if profile == "paper" else f"{profile}-{ablation}")
+
+
 def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto", out: str | Path | None = None,
                  resume: bool = False, seed: int = 0, ablation: str = "full", limit: int | None = None,
                  cache_dir: str | Path | None = None, overrides: dict | None = None, progress: bool = True,
-                 threads: int | None = None):
+                 threads: int | None = None, profile: str = "paper"):
     """Train SeedER on ``dataset``'s cached train/val subgraphs; returns ``trainer.TrainResult``.
 
     ``out``: run folder [default ``runs/<dataset>/<ablation>``]; ``limit``: only the first N queries
     of each split (quick runs); ``cache_dir``: instead of ``SEEDER_CACHE``; ``overrides``: any
     TrainConfig fields (``{"lr": 3e-4, "hidden_dim": 32}``); ``threads``: torch/OpenMP threads when
-    ``OMP_NUM_THREADS`` is unset [default: cores, at most 4].
+    ``OMP_NUM_THREADS`` is unset [default: cores, at most 4]; ``profile``: the retrieval profile
+    whose subgraphs were extracted (``seeder-dgl extract --profile``), e.g. MetaQA's ``deep``.
     """
     thread_info = configure_threads(threads)  # before DGL and the export are touched
 
-    from seeder_dgl.datasets import cache_root, runs_root
+    from seeder_dgl.datasets import cache_root
     from seeder_dgl.subgraph.cache import load_split
     from seeder_dgl.training.trainer import train
 
     cfg = build_config(dataset, epochs=epochs, device=resolve_device(device), seed=seed, ablation=ablation,
-                       overrides=overrides)
+                       overrides=overrides, profile=profile)
     root = Path(cache_dir).expanduser().resolve() if cache_dir else cache_root()
     folder = root / dataset / "subgraphs"
-    train_records, train_q = load_split(folder / "train")
-    val_records, val_q = load_split(folder / "val")
+    splits = {s: folder / f"{cfg.subgraph_prefix}{s}" for s in ("train", "val")}
+    train_records, train_q = load_split(splits["train"])
+    val_records, val_q = load_split(splits["val"])
     if limit is not None:
         if limit < 1:
             raise SeederError(f"--limit must be at least 1, not {limit}")
@@ -170,8 +182,8 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
         val_records, val_q = val_records[:limit], val_q[:limit]
     features = load_features(dataset, root)
     meta = {**features.meta, "threads": thread_info, "limit": limit,
-            "extraction": {s: _split_summary(folder / s) for s in ("train", "val")}}
-    out_dir = Path(out).expanduser() if out else runs_root() / dataset / ablation
+            "extraction": {s: _split_summary(path) for s, path in splits.items()}}
+    out_dir = Path(out).expanduser() if out else default_run_dir(dataset, ablation, cfg.profile)
     return train(cfg, train_records, train_q, val_records, val_q, features.node_emb, len(features.relation_types),
                  out_dir, resume=resume, progress=progress, relation_types=features.relation_types,
                  dataset_meta=meta, relation_emb=features.relation_emb)

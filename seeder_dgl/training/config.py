@@ -11,6 +11,8 @@ ABLATIONS = ("full", "rerank", "greedy_baseline", "single_trajectory", "no_basel
 class TrainConfig:
     dataset: str = "prime"
     """dataset name (a key of DATASET_DEFAULTS)"""
+    profile: str = "paper"
+    """retrieval profile whose cached subgraphs train the policy ('paper'; MetaQA also 'deep')"""
     k0: int = 3
     """number of dense seeds V_0"""
     pca_dim: int | None = 256
@@ -105,14 +107,21 @@ class TrainConfig:
         return "cuda" if torch.cuda.is_available() else "cpu"
 
     @classmethod
-    def for_dataset(cls, name: str, **overrides: Any) -> "TrainConfig":
+    def for_dataset(cls, name: str, profile: str = "paper", **overrides: Any) -> "TrainConfig":
         if name not in DATASET_DEFAULTS:
             raise KeyError(f"no defaults for dataset {name!r}; known: {sorted(DATASET_DEFAULTS)}")
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known
         if unknown:
             raise TypeError(f"unknown TrainConfig fields: {sorted(unknown)}")
-        return replace(cls(), dataset=name, **{**DATASET_DEFAULTS[name], **overrides})
+        profile_defaults = PROFILE_DEFAULTS.get((name, profile), {})
+        return replace(cls(), dataset=name, profile=profile,
+                       **{**DATASET_DEFAULTS[name], **profile_defaults, **overrides})
+
+    @property
+    def subgraph_prefix(self) -> str:
+        """Cache folders and run folders of a non-paper profile carry its name ('deep-train')."""
+        return "" if self.profile == "paper" else f"{self.profile}-"
 
 
 # The headline MiniLM runs (paper's hyperparameter table). MetaQA has no row: it uses Prime's.
@@ -130,4 +139,11 @@ DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
     # MetaQA: Prime's model; 6 epochs (1 warmup) keep a full run over its 31k training questions
     # within an hour on a 2-core CPU.
     "metaqa": dict(_PRIME, epochs=6, warmup_epochs=1),
+}
+
+# Policy settings that follow a retrieval profile (datasets.py) rather than the dataset. MetaQA's
+# 'deep' profile seeds one linked topic entity and keeps three hops: three expansion steps, as
+# MAG's 3-step row, so 3-hop answers are reachable from the seed inside the policy's horizon.
+PROFILE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
+    ("metaqa", "deep"): dict(k0=1, expansion_sizes=(7, 7, 8), frontier_caps=(20, 30, 50)),
 }
