@@ -40,23 +40,45 @@ def _random_graph(name: str):
 
 @pytest.mark.parametrize("build", [_random_graph, _tie_and_hub_graph], ids=["random", "ties-and-hub"])
 def test_cypher_khop_equals_reference(neo4j_driver, dataset_label, build):
+    """Also with each hop split into 1, 2 and 3 concurrent partitions: always the same result."""
     kg, emb = build(dataset_label)
     rel_emb = random_embeddings(len(kg.relation_names), seed=9)
     writer = GraphWriter(neo4j_driver, dataset_label)
     writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
     try:
-        live = LiveGraph(neo4j_driver, dataset_label)
+        lives = [LiveGraph(neo4j_driver, dataset_label, hop_partitions=p) for p in (1, 2, 3)]
         arrays = GraphArrays.from_kg(kg)
         rng = np.random.default_rng(0)
         queries = [random_embeddings(1, seed=100 + i)[0] for i in range(6)]
         queries.append(emb[0] + 0.01 * rng.normal(size=emb.shape[1]))  # seeds on the hub
         for q in queries:
-            seeds = live.dense_seeds(q, 3, exact=True)
-            sub = live.khop_filter(q, seeds, [40, 60])
+            seeds = lives[0].dense_seeds(q, 3, exact=True)
             ref = khop_select(arrays, emb, rel_emb, q, [s for s, _ in seeds], [40, 60],
                               seed_scores=[s for _, s in seeds])
-            assert sub.node_ids.tolist() == ref.node_ids.tolist()
-            assert sub.hop.tolist() == ref.hop.tolist()
-            np.testing.assert_allclose(sub.score, ref.score, atol=1e-6)
+            whole = lives[0].khop_filter(q, seeds, [40, 60, 80])
+            for live in lives:
+                sub = live.khop_filter(q, seeds, [40, 60])
+                assert sub.node_ids.tolist() == ref.node_ids.tolist(), live.hop_partitions
+                assert sub.hop.tolist() == ref.hop.tolist()
+                np.testing.assert_allclose(sub.score, ref.score, atol=1e-6)
+                # A third hop: partitions against one query (the reference's float64 sums can
+                # split ties that Neo4j's float32 scores keep, so it is not the judge there).
+                deeper = live.khop_filter(q, seeds, [40, 60, 80])
+                assert deeper.node_ids.tolist() == whole.node_ids.tolist(), live.hop_partitions
+                np.testing.assert_array_equal(deeper.score, whole.score)
     finally:
         writer.reset()
+
+
+def test_hop_partitions_setting(monkeypatch):
+    from seeder_dgl.errors import SeederError
+    from seeder_dgl.graphstore.live import default_hop_partitions
+
+    monkeypatch.setenv("SEEDER_HOP_PARTITIONS", "3")
+    assert default_hop_partitions() == 3
+    for bad in ("0", "two"):
+        monkeypatch.setenv("SEEDER_HOP_PARTITIONS", bad)
+        with pytest.raises(SeederError, match="SEEDER_HOP_PARTITIONS"):
+            default_hop_partitions()
+    monkeypatch.delenv("SEEDER_HOP_PARTITIONS")
+    assert default_hop_partitions() == 2

@@ -5,6 +5,8 @@ added after training (``seeder-dgl upsert``) are seen by the next query.
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,12 +42,37 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.where(norm == 0, 1.0, norm)
 
 
-class LiveGraph:
-    """One ingested dataset in Neo4j, seen through the project's Cypher statements."""
+def default_hop_partitions() -> int:
+    """``SEEDER_HOP_PARTITIONS``, else 2: one K-hop hop runs as that many concurrent queries."""
+    raw = os.environ.get("SEEDER_HOP_PARTITIONS", "2")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SeederError(f"SEEDER_HOP_PARTITIONS must be a whole number, not {raw!r}") from None
+    if value < 1:
+        raise SeederError(f"SEEDER_HOP_PARTITIONS must be at least 1, not {value}")
+    return value
 
-    def __init__(self, driver: Driver, dataset: str, database: str | None = None):
+
+# Hops run side by side on these threads; shared by every LiveGraph (they only wait on sockets).
+_HOP_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="seeder-hop")
+
+
+class LiveGraph:
+    """One ingested dataset in Neo4j, seen through the project's Cypher statements.
+
+    ``hop_partitions``: each K-hop hop after the first is split into that many concurrent queries
+    by node id (exact: see cypher/retrieval/khop_hop.cypher). Neo4j Community runs one query on
+    one core, and scoring a hub's neighbourhood is the slow part of a query; 1 turns this off.
+    """
+
+    def __init__(self, driver: Driver, dataset: str, database: str | None = None,
+                 hop_partitions: int | None = None):
         self.driver = driver
         self.database = database
+        self.hop_partitions = default_hop_partitions() if hop_partitions is None else int(hop_partitions)
+        if self.hop_partitions < 1:
+            raise LiveGraphError(f"hop_partitions must be at least 1, not {self.hop_partitions}")
         self.info = self._load_info(dataset)
         self.label = self.info.label
         self.index = f"{self.label}_embedding"
@@ -130,8 +157,10 @@ class LiveGraph:
         for h, limit in enumerate(budgets, start=1):
             if not frontier or limit <= 0:
                 break
-            rows = self._run("retrieval/khop_hop", f"K-hop expansion, hop {h}", frontier=frontier,
-                             selected=ids, relation_similarity=rel_sim, embedding=vec, limit=int(limit))
+            # The first hop starts from the few seeds; later frontiers reach hubs.
+            parts = 1 if h == 1 else self.hop_partitions
+            rows = self._hop(parts, f"K-hop expansion, hop {h}", frontier=frontier, selected=ids,
+                             relation_similarity=rel_sim, embedding=vec, limit=int(limit))
             frontier = [{"id": int(r["id"]), "similarity": float(r["similarity"])} for r in rows]
             ids.extend(int(r["id"]) for r in rows)
             hops.extend([h] * len(rows))
@@ -140,6 +169,16 @@ class LiveGraph:
         src, dst, rel = self.induced_edges(node_ids) if with_edges else (np.zeros(0, np.int64),) * 3
         return QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
                              score=np.asarray(scores, dtype=np.float32), src=src, dst=dst, rel=rel)
+
+    def _hop(self, partitions: int, what: str, **params) -> list:
+        """One hop as ``partitions`` concurrent queries; the best ``limit`` rows of their union."""
+        if partitions == 1:
+            return self._run("retrieval/khop_hop", what, partitions=1, partition=0, **params)
+        futures = [_HOP_POOL.submit(self._run, "retrieval/khop_hop", what, partitions=partitions, partition=p,
+                                    **params) for p in range(partitions)]
+        rows = [row for f in futures for row in f.result()]
+        rows.sort(key=lambda r: (-r["score"], r["id"]))
+        return rows[:params["limit"]]
 
     def induced_edges(self, node_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Local (src, dst, relation id) of every stored relationship among ``node_ids``, both directions."""
