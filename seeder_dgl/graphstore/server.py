@@ -50,6 +50,8 @@ class ServerSettings:
     """JVM heap (-Xms/-Xmx). Ingest batches and vector queries live here."""
     pagecache: str = "2g"
     """Page cache: a Prime-scale graph with 384-d vectors is about 1.5 GB on disk."""
+    vector_buffer_mb: int = 1024
+    """Heap (MB) a vector index may fill while it is built before writing a segment (Neo4j's default: 50)."""
 
     @classmethod
     def from_env(cls, home: Path | None = None, instance: str = "default") -> "ServerSettings":
@@ -211,6 +213,9 @@ class LocalNeo4j:
             "dbms.usage_report.enabled=false",
             # Keep transaction logs small: the project re-ingests instead of restoring.
             "db.tx_log.rotation.retention_policy=2 files",
+            # Build a vector index in as few Lucene segments as memory allows: a query searches the
+            # HNSW graph of every segment, so 9 small segments cost several times one large one.
+            f"internal.dbms.index.vector.population_ram_buffer_size={s.vector_buffer_mb}",
             "",
         ])
         tmp = s.conf_dir / "neo4j.conf.tmp"
