@@ -88,6 +88,7 @@ class Retriever:
         self.seeding = check_mode(seeding or defaults.seeding)
         self.exact_seeds = exact_seeds
         self._encoder = encoder
+        self.profile = profile
         run = "full" if profile == "paper" else f"{profile}-full"  # training.command.default_run_dir
         self._checkpoint_path = Path(checkpoint) if checkpoint else runs_root() / dataset / run / "best.pt"
         self._policy = None
@@ -128,8 +129,9 @@ class Retriever:
             configure_threads()  # unless the user chose: one OpenMP thread per pool on few cores
 
             if not self._checkpoint_path.exists():
+                how = "" if self.profile == "paper" else f" --profile {self.profile}"
                 raise SeederError(f"no trained checkpoint at {self._checkpoint_path}: run `seeder-dgl train "
-                                  f"{self.dataset}`, pass --checkpoint, or use --method khop")
+                                  f"{self.dataset}{how}`, pass --checkpoint, or use --method khop")
             self._policy = load_policy(self._checkpoint_path, dataset=self.dataset,
                                        embedding_model=self.graph.info.model, dimension=self.graph.info.dimension)
         return self._policy

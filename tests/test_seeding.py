@@ -61,6 +61,18 @@ def test_fulltext_seeding_on_neo4j_finds_rare_names(neo4j_driver, dataset_label)
         hybrid = seed(graph, question, q, 3, "hybrid")
         assert 3 in [i for i, _ in hybrid] and len(hybrid) == 3
         assert seed(graph, "???", q, 2, "fulltext") == []
+
+        # eval --profile: each question's linked seeds, fetched once, keyed for every graph baseline
+        from loaders.kg import Query
+        from seeder_dgl.evaluation.command import linked_seeds
+        from seeder_dgl.retrieval.baselines import seed_key
+
+        qs = [Query(1, question, [4]), Query(2, "films by Michael Mann", [0])]
+        embs = random_embeddings(2, seed=4)
+        preset = linked_seeds(graph, qs, embs, 1, "fulltext", progress=False)
+        assert preset[seed_key(embs[0])][0].tolist() == [3]
+        assert preset[seed_key(embs[1])][0].tolist() == [4]
+        assert preset[seed_key(embs[1])][1][0] == pytest.approx(float(emb[4] @ embs[1]), abs=1e-5)
     finally:
         writer.reset()
 
