@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from seeder_dgl.graphstore.writer import GraphWriter, IngestError, undirected_unique
+from seeder_dgl.graphstore.writer import GraphWriter, IngestError, undirected_unique, unit_vectors
 from seeder_dgl.graphstore.writer import dataset_label as label_for
 from tests.helpers.graphs import random_embeddings, random_kg
 
@@ -28,6 +28,17 @@ def test_undirected_unique_keeps_one_per_pair_and_relation():
     kept = undirected_unique(src, dst, rel)
     triples = {(int(src[i]), int(dst[i]), int(rel[i])) for i in kept}
     assert triples == {(0, 1, 0), (0, 1, 1), (2, 3, 0), (2, 3, 1), (3, 3, 0)}
+
+
+def test_unit_vectors_rescale_only_rows_that_are_not_unit():
+    unit = random_embeddings(5, seed=3)
+    mixed = unit.copy()
+    mixed[[1, 3]] *= np.float32([[2.5], [0.1]])
+    out = unit_vectors(mixed)
+    assert out.dtype == np.float32 and out.shape == (5, 16)
+    np.testing.assert_array_equal(out[[0, 2, 4]], unit[[0, 2, 4]])  # untouched, bit for bit
+    np.testing.assert_allclose(np.linalg.norm(out.astype(np.float64), axis=1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(out[[1, 3]], unit[[1, 3]], atol=1e-6)
 
 
 def test_round_trip_and_second_run_changes_nothing(neo4j_driver, dataset_label):

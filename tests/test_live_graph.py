@@ -53,8 +53,9 @@ def test_upserted_node_on_answer_path_is_retrieved(neo4j_driver, dataset_label, 
     before = graph.khop_filter(q, seeds, [5, 5])
     new_id = kg.num_nodes + 7
     assert new_id not in before.node_ids
-    # A new node linked to the top seed whose text embedding is close to the question.
-    new_vec = (q + 0.05 * random_embeddings(1, seed=3)[0]).tolist()
+    # A new node linked to the top seed whose text embedding is close to the question (given at
+    # twice unit length: direction is what counts).
+    new_vec = (2.0 * (q + 0.05 * random_embeddings(1, seed=3)[0])).tolist()
     result = upsert(neo4j_driver, dataset_label,
                     [NodeRow(new_id, "new answer", "type/0", "new answer", new_vec)],
                     [EdgeRow(seeds[0][0], new_id, "brand new relation")],
@@ -63,6 +64,11 @@ def test_upserted_node_on_answer_path_is_retrieved(neo4j_driver, dataset_label, 
     after = LiveGraph(neo4j_driver, dataset_label).khop_filter(q, graph.dense_seeds(q, 3), [5, 5])
     assert new_id in after.node_ids
     assert after.hop[list(after.node_ids).index(new_id)] in (0, 1)
+    # Its embedding was given at length != 1 and is stored as the unit vector in its direction.
+    stored = graph.node_features([new_id])[0][0].astype(np.float64)
+    given = np.asarray(new_vec, dtype=np.float64)
+    assert abs(np.linalg.norm(given) - 1.0) > 1e-3 and abs(np.linalg.norm(stored) - 1.0) < 1e-6
+    np.testing.assert_allclose(stored, given / np.linalg.norm(given), atol=1e-6)
     # Running the same upsert again changes nothing.
     again = upsert(neo4j_driver, dataset_label, [NodeRow(new_id, "new answer", "type/0", "new answer", new_vec)],
                    [EdgeRow(seeds[0][0], new_id, "brand new relation")], encode=lambda t: None)

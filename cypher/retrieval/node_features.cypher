@@ -1,4 +1,5 @@
-// Embedding, type and name of each node id given (missing ids are simply absent).
+// Embedding, type and name of each node id given (missing ids are simply absent), as one row of
+// parallel lists (one record per node costs the driver more than the query itself).
 UNWIND $ids AS id
 MATCH (n:{{dataset}} {id: id})
-RETURN n.id AS id, n.embedding AS embedding, n.type AS type, n.name AS name
+RETURN collect(n.id) AS ids, collect(n.embedding) AS embeddings, collect(n.type) AS types, collect(n.name) AS names

@@ -86,6 +86,10 @@ class LiveGraph:
         except (Neo4jError, DriverError, OSError) as exc:
             raise LiveGraphError(describe_neo4j_error(exc, what)) from exc
 
+    def _lists(self, statement: str, what: str, **params) -> dict[str, list]:
+        """The one row of parallel lists a columnar statement returns (collect() always gives one)."""
+        return self._run(statement, what, **params)[0].data()
+
     def _load_info(self, dataset: str) -> DatasetInfo:
         try:
             records = self.driver.execute_query(query("dataset/get"), name=dataset, database_=self.database).records
@@ -161,23 +165,27 @@ class LiveGraph:
             parts = 1 if h == 1 else self.hop_partitions
             rows = self._hop(parts, f"K-hop expansion, hop {h}", frontier=frontier, selected=ids,
                              relation_similarity=rel_sim, embedding=vec, limit=int(limit))
-            frontier = [{"id": int(r["id"]), "similarity": float(r["similarity"])} for r in rows]
-            ids.extend(int(r["id"]) for r in rows)
+            frontier = [{"id": node, "similarity": sim} for node, sim, _ in rows]
+            ids.extend(node for node, _, _ in rows)
             hops.extend([h] * len(rows))
-            scores.extend(float(r["score"]) for r in rows)
+            scores.extend(score for _, _, score in rows)
         node_ids = np.asarray(ids, dtype=np.int64)
         src, dst, rel = self.induced_edges(node_ids) if with_edges else (np.zeros(0, np.int64),) * 3
         return QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
                              score=np.asarray(scores, dtype=np.float32), src=src, dst=dst, rel=rel)
 
-    def _hop(self, partitions: int, what: str, **params) -> list:
-        """One hop as ``partitions`` concurrent queries; the best ``limit`` rows of their union."""
+    def _hop(self, partitions: int, what: str, **params) -> list[tuple[int, float, float]]:
+        """One hop as ``partitions`` concurrent queries: the best ``limit`` (id, similarity, score)
+        of their union, by score descending, then id."""
         if partitions == 1:
-            return self._run("retrieval/khop_hop", what, partitions=1, partition=0, **params)
-        futures = [_HOP_POOL.submit(self._run, "retrieval/khop_hop", what, partitions=partitions, partition=p,
-                                    **params) for p in range(partitions)]
-        rows = [row for f in futures for row in f.result()]
-        rows.sort(key=lambda r: (-r["score"], r["id"]))
+            parts = [self._lists("retrieval/khop_hop", what, partitions=1, partition=0, **params)]
+        else:
+            futures = [_HOP_POOL.submit(self._lists, "retrieval/khop_hop", what, partitions=partitions,
+                                        partition=p, **params) for p in range(partitions)]
+            parts = [f.result() for f in futures]
+        rows = [(int(i), float(sim), float(score)) for part in parts
+                for i, sim, score in zip(part["ids"], part["similarities"], part["scores"])]
+        rows.sort(key=lambda r: (-r[2], r[0]))
         return rows[:params["limit"]]
 
     def induced_edges(self, node_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -185,16 +193,16 @@ class LiveGraph:
         if len(node_ids) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
-        rows = self._run("retrieval/induced_edges", "reading the subgraph's relationships",
-                         ids=[int(i) for i in node_ids])
+        edges = self._lists("retrieval/induced_edges", "reading the subgraph's relationships",
+                            ids=[int(i) for i in node_ids])
         local = {int(n): i for i, n in enumerate(node_ids)}
         src, dst, rel = [], [], []
-        for r in rows:
-            rid = self._relation_id.get(r["relation"])
+        for source, target, relation in zip(edges["sources"], edges["targets"], edges["relations"]):
+            rid = self._relation_id.get(relation)
             if rid is None:  # a relation type added after ingest and unknown to the model: skip it
                 continue
-            src.append(local[int(r["source"])])
-            dst.append(local[int(r["target"])])
+            src.append(local[int(source)])
+            dst.append(local[int(target)])
             rel.append(rid)
         s, d, t = (np.asarray(x, dtype=np.int64) for x in (src, dst, rel))
         return np.concatenate([s, d]), np.concatenate([d, s]), np.concatenate([t, t])
@@ -202,21 +210,23 @@ class LiveGraph:
     def node_features(self, node_ids) -> tuple[np.ndarray, list[str], list[str]]:
         """Embeddings [n, d] (rows in the order given), types and names of the nodes."""
         ids = [int(i) for i in node_ids]
-        rows = self._run("retrieval/node_features", "reading node features", ids=ids)
-        by_id = {int(r["id"]): r for r in rows}
-        missing = [i for i in ids if i not in by_id]
+        found = self._lists("retrieval/node_features", "reading node features", ids=ids)
+        row_of = {int(node): row for row, node in enumerate(found["ids"])}
+        missing = [i for i in ids if i not in row_of]
         if missing:
             raise LiveGraphError(f"nodes {missing[:5]} disappeared from {self.info.name!r} during the query: ask again")
-        emb = np.asarray([by_id[i]["embedding"] for i in ids], dtype=np.float32).reshape(len(ids), self.info.dimension)
-        return emb, [by_id[i]["type"] for i in ids], [by_id[i]["name"] for i in ids]
+        rows = [row_of[i] for i in ids]
+        emb = np.asarray([found["embeddings"][r] for r in rows], dtype=np.float32).reshape(len(ids), self.info.dimension)
+        return emb, [found["types"][r] for r in rows], [found["names"][r] for r in rows]
 
     def triples(self, node_ids) -> list[tuple[str, str, str]]:
         """(head name, relation, tail name) of every stored relationship among the nodes."""
         ids = [int(i) for i in node_ids]
         if not ids:
             return []
-        rows = self._run("retrieval/triples", "reading the retrieved triples", ids=ids)
-        return [(r["source_name"], r["relation"].lower(), r["target_name"]) for r in rows]
+        t = self._lists("retrieval/triples", "reading the retrieved triples", ids=ids)
+        order = sorted(range(len(t["sources"])), key=lambda i: (t["sources"][i], t["relations"][i], t["targets"][i]))
+        return [(t["source_names"][i], t["relations"][i].lower(), t["target_names"][i]) for i in order]
 
     def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = 50) -> list[dict]:
         """Nodes whose names match the question's words: id, name, Lucene score and cos(q, v)."""

@@ -22,6 +22,7 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.graphstore.writer import unit_vectors
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -106,6 +107,10 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
         if vec.shape != (dim,) or not np.isfinite(vec).all():
             raise UpsertError(f"node {n.id}: embedding must be {dim} finite numbers (the dataset's model is "
                               f"{info.model}); leave it out to have it encoded")
+        if not np.any(vec):
+            raise UpsertError(f"node {n.id}: embedding is all zeros, so cosine is undefined for it; "
+                              "leave it out to have it encoded")
+        n.embedding = unit_vectors(vec)[0].tolist()
 
     relation_names, relation_types = list(info.relation_names), list(info.relation_types)
     relation_emb = info.relation_embeddings

@@ -106,7 +106,22 @@ def check_embeddings(matrix: np.ndarray, rows: int, what: str) -> np.ndarray:
     if (np.linalg.norm(matrix, axis=1) == 0).any():
         first = int(np.flatnonzero(np.linalg.norm(matrix, axis=1) == 0)[0])
         raise IngestError(f"{what} embedding of row {first} is all zeros: cosine is undefined for it")
-    return np.ascontiguousarray(matrix, dtype=np.float32)
+    return unit_vectors(matrix)
+
+
+# Stored vectors are unit length: retrieval computes cosine from Neo4j's cheaper Euclidean
+# similarity (cypher/retrieval/khop_hop.cypher), exact only for unit vectors.
+UNIT_TOLERANCE = 1e-6
+
+
+def unit_vectors(matrix: np.ndarray) -> np.ndarray:
+    """float32 rows scaled to unit length; rows already unit within float32 rounding stay bit-identical."""
+    out = np.array(matrix, dtype=np.float32, order="C", ndmin=2)
+    norms = np.linalg.norm(out.astype(np.float64), axis=1)
+    off = np.flatnonzero(np.abs(norms - 1.0) > UNIT_TOLERANCE)
+    if off.size:
+        out[off] = (out[off].astype(np.float64) / norms[off, None]).astype(np.float32)
+    return out
 
 
 def _progress(enabled: bool) -> Progress:

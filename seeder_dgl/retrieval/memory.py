@@ -15,8 +15,9 @@ Numeric rules (a Cypher implementation must reproduce them to agree on node sets
   ``score(u) = sim(q,u) / 3.0 + via(u)``;
 * ranking: score descending, then node id ascending (dense top-k: similarity descending, then id).
 
-Neo4j's ``vector.similarity.cosine`` works in float32 (Lucene, ~1e-7): Cypher that must agree
-to 1e-9 computes ``sim(q, u)`` as a float64 ``reduce`` dot product of ``u.embedding`` and q̂.
+Neo4j's vector similarity functions work in float32 (Lucene): the Cypher statements take
+``cos = 1 - d²/2`` from ``vector.similarity.euclidean`` of unit vectors, which agrees with this
+reference to ~1e-6 (tests compare at that tolerance and require identical node sets).
 """
 from __future__ import annotations
 
