@@ -132,12 +132,12 @@ def ingest(
     source: str = typer.Option(None, help="Local folder (or processed.zip) with the dataset's files; "
                                           "STaRK graphs are downloaded from the Hugging Face hub without it."),
     model: str = typer.Option(None, help="sentence-transformers model name or path for node embeddings "
-                                         "[default: all-MiniLM-L6-v2, packaged offline]."),
+                                         "\\[default: all-MiniLM-L6-v2, packaged offline]."),
     reset: bool = typer.Option(False, help="Delete the dataset from Neo4j first and ingest it anew."),
     batch_size: int = typer.Option(256, help="Texts per encoder batch."),
     quantization: bool = typer.Option(False, help="Quantize the vector index (less memory, approximate order)."),
     name: str = typer.Option(None, help="Store under this dataset name (e.g. your own graph in MetaQA format "
-                                        "with --source) [default: the dataset argument]."),
+                                        "with --source) \\[default: the dataset argument]."),
     embeddings: str = typer.Option(None, help="Precomputed node embeddings: a torch-saved dict node id -> vector "
                                               "(STaRK's candidate_emb_dict.pt); --model must name the model that "
                                               "made them, so questions are encoded in the same space."),
@@ -235,11 +235,11 @@ def status():
 def extract(
     dataset: str = typer.Argument(..., help="An ingested dataset with questions (metaqa, prime, ...)."),
     split: list[str] = typer.Option(["train", "val"], help="Question split(s) to extract; repeat the option."),
-    source: str = typer.Option(None, help="Folder of the dataset's question files [default: ../shared]."),
-    seeds: int = typer.Option(None, help="k0 seeds per query [default: the profile's]."),
-    budgets: str = typer.Option(None, help="Nodes added per hop, comma-separated, e.g. 50,97 [default: the profile's]."),
+    source: str = typer.Option(None, help="Folder of the dataset's question files \\[default: ../shared]."),
+    seeds: int = typer.Option(None, help="k0 seeds per query \\[default: the profile's]."),
+    budgets: str = typer.Option(None, help="Nodes added per hop, comma-separated, e.g. 50,97 \\[default: the profile's]."),
     profile: str = typer.Option("paper", help="Retrieval settings: paper, or a dataset's own (MetaQA: deep)."),
-    seeding: str = typer.Option(None, help="dense, fulltext or hybrid [default: the profile's]."),
+    seeding: str = typer.Option(None, help="dense, fulltext or hybrid \\[default: the profile's]."),
     limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
     sample: int = typer.Option(None, help="A fixed random sample of N questions of each split (seed 0)."),
     overwrite: bool = typer.Option(False, help="Replace a cache built with other settings."),
@@ -299,14 +299,14 @@ def _query_encoder(graph):
 @one_line_errors
 def train(
     dataset: str = typer.Argument(..., help="A dataset whose train/val subgraphs are extracted (seeder-dgl extract)."),
-    epochs: int = typer.Option(None, help="Epochs [default: the dataset's, from method.md's table]."),
+    epochs: int = typer.Option(None, help="Epochs \\[default: the dataset's, from method.md's table]."),
     device: str = typer.Option("auto", help="auto (CUDA when there is one), cpu, cuda, cuda:1, ..."),
-    out: str = typer.Option(None, help="Run folder [default: runs/<dataset>/<ablation>]."),
+    out: str = typer.Option(None, help="Run folder \\[default: runs/<dataset>/<ablation>]."),
     resume: bool = typer.Option(False, help="Continue an interrupted run exactly (from last.pt)."),
     seed: int = typer.Option(0, help="Random seed: the same seed gives the same run on CPU."),
     ablation: str = typer.Option("full", help="full, rerank, greedy_baseline, single_trajectory, no_baseline, no_aux."),
     limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
-    threads: int = typer.Option(None, help="CPU threads when OMP_NUM_THREADS is unset [default: 1 on <= 2 cores]."),
+    threads: int = typer.Option(None, help="CPU threads when OMP_NUM_THREADS is unset \\[default: 1 on <= 2 cores]."),
     lr: float = typer.Option(None, help="Learning rate override."),
     batch_size: int = typer.Option(None, help="Queries per step override."),
     profile: str = typer.Option("paper", help="Retrieval profile whose subgraphs were extracted "
@@ -335,13 +335,13 @@ def query_command(
     k: int = typer.Option(20, "--k", help="How many nodes to return."),
     method: str = typer.Option("seeder", help="seeder (trained policy), dense, khop or ppr."),
     output: str = typer.Option("table", "--format", help="table, json or triples."),
-    checkpoint: str = typer.Option(None, help="Policy checkpoint [default: runs/<dataset>/full/best.pt; "
+    checkpoint: str = typer.Option(None, help="Policy checkpoint \\[default: runs/<dataset>/full/best.pt; "
                                               "runs/<dataset>/<profile>-full/best.pt for another profile]."),
-    seeds: int = typer.Option(None, help="k0 seeds [default: the profile's]."),
-    budgets: str = typer.Option(None, help="K-hop nodes per hop, e.g. 50,97 [default: the profile's]."),
+    seeds: int = typer.Option(None, help="k0 seeds \\[default: the profile's]."),
+    budgets: str = typer.Option(None, help="K-hop nodes per hop, e.g. 50,97 \\[default: the profile's]."),
     profile: str = typer.Option("paper", help="Retrieval settings: paper (dense, k0=3, B=150) or a dataset's "
                                               "own, e.g. deep for MetaQA (full-text seed, 3 hops, B=500)."),
-    seeding: str = typer.Option(None, help="dense, fulltext or hybrid [default: the profile's]."),
+    seeding: str = typer.Option(None, help="dense, fulltext or hybrid \\[default: the profile's]."),
 ):
     """Retrieve from the live graph: embed the question, seed and expand in Neo4j, rank.
 
@@ -390,14 +390,14 @@ def eval_command(
     qa_file: str = typer.Option(None, "--qa-file", help="Questions in the dataset's format (MetaQA: matched to the "
                                                         "graph by name; unknown names are reported)."),
     methods: str = typer.Option(None, help="Comma list: dense,khop,ppr,ppr_mmr,beam,pcst,seeder,seeder-<ablation> "
-                                           "[default: all found]."),
+                                           "\\[default: all found]."),
     k: int = typer.Option(20, "--k", help="Cut-off of Hit@k/Recall@k."),
-    depth: int = typer.Option(None, help="Nodes asked of each method; @any/size over them [default: K-hop budget B]."),
+    depth: int = typer.Option(None, help="Nodes asked of each method; @any/size over them \\[default: K-hop budget B]."),
     limit: int = typer.Option(None, help="Only the first N questions."),
     sample: int = typer.Option(None, help="A fixed random sample of N questions (seed 0), in split order."),
-    checkpoint: str = typer.Option(None, help="SeedER checkpoint [default: runs/<dataset>/full/best.pt, "
+    checkpoint: str = typer.Option(None, help="SeedER checkpoint \\[default: runs/<dataset>/full/best.pt, "
                                               "runs/<dataset>/<profile>-full/best.pt for another profile]."),
-    out: str = typer.Option(None, help="Result folder [default: benchmarks/results/eval-<dataset>-<split>/]."),
+    out: str = typer.Option(None, help="Result folder \\[default: benchmarks/results/eval-<dataset>-<split>/]."),
     sweep: bool = typer.Option(False, help="Also the budget sweep and k-hop growth plots."),
     sweep_queries: int = typer.Option(500, help="Questions (fixed sample) for --sweep."),
     per_query: bool = typer.Option(False, "--per-query", help="Keep per-query metrics and rankings in results.json."),
