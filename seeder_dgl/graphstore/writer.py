@@ -55,6 +55,7 @@ class IngestSummary:
     node_seconds: float = 0.0
     relationship_seconds: float = 0.0
     index_seconds: float = 0.0
+    """Waiting for the indexes after the relationships (they populate while those are written)."""
     resumed: bool = False
     skipped: bool = False
     """True when the dataset was already complete with the same data: nothing was written."""
@@ -153,22 +154,25 @@ class GraphWriter:
         return dict(records[0]["meta"]) if records else None
 
     def reset(self, progress: bool = False) -> int:
-        """Delete the dataset's nodes, relationships and record (batched, so memory stays flat)."""
-        deleted = 0
-        while True:
-            rows = self._run("dataset/delete_batch", "deleting the old dataset",
-                             {"dataset": self.label}, batch=10_000).records
-            n = rows[0]["deleted"]
-            deleted += n
-            if n == 0:
-                break
+        """Delete the dataset's record, relationships and nodes, committed every ``relationship_batch``
+        deletions so the server's transaction memory stays flat. Returns the number of nodes deleted.
+
+        The record goes first: a reset cut off half way leaves no record that calls the dataset
+        complete, and running the reset again finishes it.
+        """
         self._run("dataset/delete_record", "deleting the dataset record", name=self.dataset)
-        for statement in (f"DROP INDEX {self.label}_embedding IF EXISTS", f"DROP INDEX {self.label}_name IF EXISTS"):
+        deleted = {}
+        for statement in ("dataset/delete_relationships", "dataset/delete_nodes"):
+            text = query(statement, dataset=self.label)
             try:
-                self.driver.execute_query(statement, database_=self.database)
-            except Neo4jError:
-                pass
-        return deleted
+                with self.driver.session(database=self.database) as session:
+                    deleted[statement] = session.run(text, batch=self.relationship_batch).single()["deleted"]
+            except (Neo4jError, DriverError, OSError) as exc:
+                raise IngestError(describe_neo4j_error(exc, "deleting the old dataset") +
+                                  "; run the reset again to finish it") from exc
+        for statement in ("schema/drop_vector_index", "schema/drop_fulltext_index"):
+            self._run(statement, "dropping the dataset's indexes", {"dataset": self.label})
+        return deleted["dataset/delete_nodes"]
 
     # ---- the ingest -------------------------------------------------------------------------
     def ingest(self, kg: KnowledgeGraph, node_emb: np.ndarray, rel_emb: np.ndarray, model: str,
@@ -205,6 +209,7 @@ class GraphWriter:
                 )
             if existing.get("status") == "complete":
                 self._create_indexes(dim, quantization)  # an index dropped by hand comes back; else a no-op
+                self._await_indexes()
                 return IngestSummary(self.dataset, existing["num_nodes"], existing["num_relationships"],
                                      existing.get("duplicates_removed", 0), dim, model,
                                      seconds=time.perf_counter() - start, skipped=True)
@@ -229,11 +234,14 @@ class GraphWriter:
                 t0 = time.perf_counter()
                 self._write_nodes(kg, node_emb, labels, nodes_done, bars)
                 summary.node_seconds = time.perf_counter() - t0
+                # The indexes cover node properties only: Neo4j populates them in the background
+                # while the relationships are written, on the core the writes leave free.
+                self._create_indexes(dim, quantization)
                 t0 = time.perf_counter()
                 self._write_relationships(kg, keep, rel_types, rels_done, bars)
                 summary.relationship_seconds = time.perf_counter() - t0
             t0 = time.perf_counter()
-            self._create_indexes(dim, quantization)
+            self._await_indexes()
             summary.index_seconds = time.perf_counter() - t0
         except (Neo4jError, DriverError, OSError) as exc:
             raise IngestError(describe_neo4j_error(exc, "ingest stopped") +
@@ -297,8 +305,11 @@ class GraphWriter:
                                 rate=f"{written / (time.perf_counter() - t0):,.0f} rels/s")
 
     def _create_indexes(self, dim: int, quantization: bool) -> None:
+        """Create the vector and full-text indexes (if missing); they populate in the background."""
         self._run("schema/vector_index", "creating the vector index", {"dataset": self.label},
                   dimensions=dim, quantization=quantization)
         self._run("schema/fulltext_index", "creating the full-text index", {"dataset": self.label})
+
+    def _await_indexes(self) -> None:
         for index in (f"{self.label}_embedding", f"{self.label}_name"):
             self._run("schema/await_index", f"waiting for index {index}", name=index, seconds=3600)
