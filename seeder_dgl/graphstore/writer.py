@@ -55,7 +55,6 @@ class IngestSummary:
     node_seconds: float = 0.0
     relationship_seconds: float = 0.0
     index_seconds: float = 0.0
-    """Waiting for the indexes after the relationships (they populate while those are written)."""
     resumed: bool = False
     skipped: bool = False
     """True when the dataset was already complete with the same data: nothing was written."""
@@ -234,13 +233,13 @@ class GraphWriter:
                 t0 = time.perf_counter()
                 self._write_nodes(kg, node_emb, labels, nodes_done, bars)
                 summary.node_seconds = time.perf_counter() - t0
-                # The indexes cover node properties only: Neo4j populates them in the background
-                # while the relationships are written, on the core the writes leave free.
-                self._create_indexes(dim, quantization)
                 t0 = time.perf_counter()
                 self._write_relationships(kg, keep, rel_types, rels_done, bars)
                 summary.relationship_seconds = time.perf_counter() - t0
+            # Indexes last: populated while relationships were still being written (tried at
+            # Prime scale), the HNSW build took the second core and halved the relationship rate.
             t0 = time.perf_counter()
+            self._create_indexes(dim, quantization)
             self._await_indexes()
             summary.index_seconds = time.perf_counter() - t0
         except (Neo4jError, DriverError, OSError) as exc:
