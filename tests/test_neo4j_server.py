@@ -98,3 +98,17 @@ def test_status_reports_version_through_cli(neo4j_env):
     result = runner.invoke(app, ["neo4j", "status"])
     assert result.exit_code == 0, result.output
     assert "5.26." in result.output and "community" in result.output
+
+
+@pytest.mark.parametrize("variable", ["SEEDER_NEO4J_PORT", "SEEDER_NEO4J_VECTOR_BUFFER_MB"])
+def test_a_setting_that_is_not_a_number_is_one_line_error(tmp_path, monkeypatch, variable):
+    monkeypatch.delenv("NEO4J_URI", raising=False)
+    monkeypatch.setenv("SEEDER_NEO4J_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(variable, "lots")
+    with pytest.raises(Neo4jServerError, match=f"{variable} must be a whole number, not 'lots'"):
+        ServerSettings.from_env()
+    result = runner.invoke(app, ["neo4j", "start"])
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and variable in lines[0], result.output
+    monkeypatch.setenv(variable, "7688")
+    assert getattr(ServerSettings.from_env(), "port" if variable.endswith("PORT") else "vector_buffer_mb") == 7688

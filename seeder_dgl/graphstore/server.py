@@ -56,17 +56,27 @@ class ServerSettings:
     built in 100 s here as 6 segments, and in 131-159 s as 1-3 segments with 128-1024 MB, for
     queries about 5 ms faster; MetaQA's 43k vectors make 2 segments."""
 
+    @staticmethod
+    def _int_env(name: str, default: int) -> int:
+        raw = os.environ.get(name)
+        if raw is None:
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise Neo4jServerError(f"{name} must be a whole number, not {raw!r}: fix or unset it") from None
+
     @classmethod
     def from_env(cls, home: Path | None = None, instance: str = "default") -> "ServerSettings":
         return cls(
             home=home or default_home(),
             instance=instance,
-            port=int(os.environ.get("SEEDER_NEO4J_PORT", "7687")),
+            port=cls._int_env("SEEDER_NEO4J_PORT", 7687),
             user=os.environ.get("NEO4J_USER", "neo4j"),
             password=os.environ.get("NEO4J_PASSWORD", "seeder-dgl"),
             heap=os.environ.get("SEEDER_NEO4J_HEAP", "2g"),
             pagecache=os.environ.get("SEEDER_NEO4J_PAGECACHE", "2g"),
-            vector_buffer_mb=int(os.environ.get("SEEDER_NEO4J_VECTOR_BUFFER_MB", "50")),
+            vector_buffer_mb=cls._int_env("SEEDER_NEO4J_VECTOR_BUFFER_MB", 50),
         )
 
     @property
