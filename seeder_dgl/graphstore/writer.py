@@ -208,7 +208,6 @@ class GraphWriter:
                 )
             if existing.get("status") == "complete":
                 self._create_indexes(dim, quantization)  # an index dropped by hand comes back; else a no-op
-                self._await_indexes()
                 return IngestSummary(self.dataset, existing["num_nodes"], existing["num_relationships"],
                                      existing.get("duplicates_removed", 0), dim, model,
                                      seconds=time.perf_counter() - start, skipped=True)
@@ -240,7 +239,6 @@ class GraphWriter:
             # Prime scale), the HNSW build took the second core and halved the relationship rate.
             t0 = time.perf_counter()
             self._create_indexes(dim, quantization)
-            self._await_indexes()
             summary.index_seconds = time.perf_counter() - t0
         except (Neo4jError, DriverError, OSError) as exc:
             raise IngestError(describe_neo4j_error(exc, "ingest stopped") +
@@ -304,11 +302,9 @@ class GraphWriter:
                                 rate=f"{written / (time.perf_counter() - t0):,.0f} rels/s")
 
     def _create_indexes(self, dim: int, quantization: bool) -> None:
-        """Create the vector and full-text indexes (if missing); they populate in the background."""
+        """Create the vector and full-text indexes (if missing) and wait until both are ONLINE."""
         self._run("schema/vector_index", "creating the vector index", {"dataset": self.label},
                   dimensions=dim, quantization=quantization)
         self._run("schema/fulltext_index", "creating the full-text index", {"dataset": self.label})
-
-    def _await_indexes(self) -> None:
         for index in (f"{self.label}_embedding", f"{self.label}_name"):
             self._run("schema/await_index", f"waiting for index {index}", name=index, seconds=3600)
