@@ -192,8 +192,10 @@ def ingest(
               round(summary.relationships_per_second), "resumed": summary.resumed, "skipped": summary.skipped}
     _write_json(cache_root() / stored_as / "ingest.json", record)
     if summary.skipped:
-        console.print(f"{stored_as} is already in Neo4j with the same data and model: nothing to do "
-                      f"({summary.nodes:,} nodes, {summary.relationships:,} relationships).")
+        sketched = summary.extra.get("sketched", 0)
+        console.print(f"{stored_as} is already in Neo4j with the same data and model "
+                      f"({summary.nodes:,} nodes, {summary.relationships:,} relationships): "
+                      + (f"added the K-hop sketch to {sketched:,} nodes." if sketched else "nothing to do."))
         return
     table = Table(title=f"ingest {stored_as}" + (" (resumed)" if summary.resumed else ""))
     for column in ("nodes", "relationships", "duplicates removed", "dim", "encode s", "write s",

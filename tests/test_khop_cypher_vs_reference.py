@@ -86,3 +86,40 @@ def test_hop_partitions_setting(monkeypatch):
             default_hop_partitions()
     monkeypatch.delenv("SEEDER_HOP_PARTITIONS")
     assert default_hop_partitions() == 2
+
+
+def test_nodes_without_a_sketch_still_give_the_reference_result_and_ingest_adds_them(neo4j_driver,
+                                                                                    dataset_label):
+    """Nodes written by other tools (or by a version before sketches) have no sketch: K-hop gives
+    them the widest bounds and stays exact; running the same ingest again gives them one."""
+    from seeder_dgl.graphstore.sketch import sketch_properties
+    from seeder_dgl.graphstore.writer import unit_vectors
+
+    kg, emb = _random_graph(dataset_label)
+    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    try:
+        removed = neo4j_driver.execute_query(
+            f"MATCH (n:{dataset_label}) WHERE n.id % 3 = 0 REMOVE n.sketch, n.sketch_error RETURN count(n) AS c"
+        ).records[0]["c"]
+        assert removed == 500
+        live, arrays = LiveGraph(neo4j_driver, dataset_label), GraphArrays.from_kg(kg)
+        for i in range(4):
+            q = random_embeddings(1, seed=200 + i)[0]
+            seeds = live.dense_seeds(q, 3, exact=True)
+            ref = khop_select(arrays, emb, rel_emb, q, [s for s, _ in seeds], [40, 60],
+                              seed_scores=[s for _, s in seeds])
+            assert live.khop_filter(q, seeds, [40, 60]).node_ids.tolist() == ref.node_ids.tolist()
+
+        again = writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+        assert again.skipped and again.extra["sketched"] == 500
+        stored = neo4j_driver.execute_query(
+            f"MATCH (n:{dataset_label}) RETURN n.id AS id, n.sketch AS sketch, n.sketch_error AS error ORDER BY id"
+        ).records
+        expected = sketch_properties(unit_vectors(emb))
+        assert [(bytes(r["sketch"]), r["error"]) for r in stored] == \
+            [(p["sketch"], p["sketch_error"]) for p in expected]
+        assert writer.ingest(kg, emb, rel_emb, "test-model", progress=False).extra["sketched"] == 0
+    finally:
+        writer.reset()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from neo4j.exceptions import ServiceUnavailable
 
-from seeder_dgl.graphstore.live import LiveGraph, LiveGraphError
+from seeder_dgl.graphstore.live import LiveGraph, LiveGraphError, split_frontier
 
 META = {"label": "Movies", "dimension": 4, "model": "test-model", "relation_names": ["directed by"],
         "relation_types": ["DIRECTED_BY"], "relation_embeddings": [1.0, 0.0, 0.0, 0.0], "num_nodes": 3,
@@ -66,27 +66,42 @@ def test_a_server_that_fails_mid_query_is_a_one_line_error():
     assert "\n" not in str(caught.value) and "K-hop expansion, hop 1" in str(caught.value)
 
 
-def test_partitions_are_merged_by_score_then_id_and_values_travel_as_parameters():
-    parts = {0: {"ids": [4, 2], "similarities": [0.1, 0.5], "scores": [0.30, 0.25]},
-             1: {"ids": [3, 1], "similarities": [0.2, 0.4], "scores": [0.30, 0.27]}}
+def test_frontier_parts_are_merged_by_best_score_then_id_and_values_travel_as_parameters():
+    # What the server answers for each frontier part: (ids, similarities, scores, degrees).
+    answers = {
+        (0,): ([4, 5, 0], [0.5, 0.4, 1.0], [0.5, 0.4, 0.9], [10, 3, 1]),  # hop 1; 0 is the seed
+        (4,): ([3, 1, 5], [0.2, 0.1, 0.4], [0.30, 0.20, 0.6], [1, 1, 3]),  # 5 was selected in hop 1
+        (5,): ([1, 2, 4], [0.1, 0.3, 0.5], [0.30, 0.25, 0.7], [1, 1, 10]),
+    }
 
     def answer(text, params):
-        if "$frontier" in text:  # a K-hop hop: this partition's rows, less what is already selected
-            part = parts[params["partition"]]
-            keep = [i for i, node in enumerate(part["ids"]) if node not in params["selected"]]
-            return [FakeRecord({key: [values[i] for i in keep] for key, values in part.items()})]
+        if "$frontier" in text:
+            ids, sims, scores, degrees = answers[tuple(f["id"] for f in params["frontier"])]
+            return [FakeRecord({"ids": ids, "similarities": sims, "scores": scores, "degrees": degrees})]
         return [FakeRecord({"sources": [], "targets": [], "relations": []})]
 
     driver = FakeDriver(answer=answer)
     graph = LiveGraph(driver, "movies", hop_partitions=2)
-    sub = graph.khop_filter(np.array([2.0, 0, 0, 0]), [(0, 1.0)], [1, 3])
-    # Hop 1 runs unpartitioned (partition 0 answers: 4 beats 2); hop 2 merges both partitions by
-    # score, ties to the smaller id: 3 (0.30), 1 (0.27), 2 (0.25).
-    assert sub.node_ids.tolist() == [0, 4, 3, 1, 2] and sub.hop.tolist() == [0, 1, 2, 2, 2]
+    sub = graph.khop_filter(np.array([2.0, 0, 0, 0]), [(0, 1.0)], [2, 3])
+    # Selected nodes are dropped; node 1 reaches both parts and keeps its better score (0.30),
+    # which ties with 3 and wins on the smaller id; then 2 (0.25).
+    assert sub.node_ids.tolist() == [0, 4, 5, 1, 3, 2] and sub.hop.tolist() == [0, 1, 1, 2, 2, 2]
+    np.testing.assert_allclose(sub.score, [1.0, 0.5, 0.4, 0.30, 0.30, 0.25])
     hops = [p for t, p in driver.calls if "$frontier" in t]
-    assert [(p["partitions"], p["partition"]) for p in hops] == [(1, 0), (2, 0), (2, 1)]
-    assert all(p["selected"] == [0, 4] for p in hops[1:])
+    # Each part is asked for as many more rows as there are selected nodes.
+    assert [p["limit"] for p in hops] == [3, 6, 6]
+    assert [[f["id"] for f in p["frontier"]] for p in hops] == [[0], [4], [5]]
+    assert hops[1]["frontier"][0]["similarity"] == pytest.approx(0.5)  # sim(q, v) of the frontier node
     assert all(p["embedding"] == pytest.approx([1.0, 0.0, 0.0, 0.0]) for p in hops)  # unit query, a parameter
+
+
+def test_the_frontier_is_split_into_parts_of_near_equal_degree():
+    frontier = [(1, 0.1, 900), (2, 0.2, 500), (3, 0.3, 450), (4, 0.4, 10), (5, 0.5, 0)]
+    parts = split_frontier(frontier, 2)
+    loads = [sum(max(d, 1) for i, _, d in frontier if i in {f["id"] for f in part}) for part in parts]
+    assert sorted(loads) == [911, 950] and sorted(f["id"] for part in parts for f in part) == [1, 2, 3, 4, 5]
+    assert split_frontier(frontier[:1], 4) == [[{"id": 1, "similarity": 0.1}]]  # never an empty part
+    assert len(split_frontier(frontier, 1)) == 1
 
 
 class FakeRecord(dict):

@@ -2,7 +2,9 @@
 UNWIND $rows AS row
 MERGE (n:{{dataset}} {id: row.id})
 ON CREATE SET n.created_by = 'upsert'
-SET n:{{node_type}}, n.name = row.name, n.text = row.text, n.type = $type_name
+// The sketch changes with the embedding, always in the same statement: K-hop trusts its bounds.
+SET n:{{node_type}}, n.name = row.name, n.text = row.text, n.type = $type_name,
+    n.sketch = row.sketch, n.sketch_error = row.sketch_error
 WITH n, row
 CALL db.create.setNodeVectorProperty(n, 'embedding', row.embedding)
 RETURN count(*) AS written

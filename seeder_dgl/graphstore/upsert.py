@@ -22,6 +22,7 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.graphstore.sketch import sketch_properties
 from seeder_dgl.graphstore.writer import unit_vectors
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -124,7 +125,8 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
 
     by_type: dict[str, list[dict]] = defaultdict(list)
     for n in nodes:
-        by_type[n.type].append({"id": n.id, "name": n.name, "text": n.text, "embedding": n.embedding})
+        by_type[n.type].append({"id": n.id, "name": n.name, "text": n.text, "embedding": n.embedding,
+                                **sketch_properties(np.asarray(n.embedding, dtype=np.float32))[0]})
     by_relation: dict[str, list[list[int]]] = defaultdict(list)
     for e in edges:
         by_relation[type_of[e.relation]].append([e.source, e.target])

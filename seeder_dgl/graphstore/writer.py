@@ -1,8 +1,9 @@
 """Write a knowledge graph, its node texts and embeddings into Neo4j, idempotently and resumably.
 
 Layout in Neo4j, per dataset ``name``:
-- nodes ``(:<Dataset>:<Type> {id, name, text, type, embedding})`` — ``<Dataset>`` is
-  ``dataset_label(name)``, ``embedding`` a float32 vector (``db.create.setNodeVectorProperty``);
+- nodes ``(:<Dataset>:<Type> {id, name, text, type, embedding, sketch, sketch_error})``
+  — ``<Dataset>`` is ``dataset_label(name)``, ``embedding`` a float32 unit vector
+  (``db.create.setNodeVectorProperty``), ``sketch*`` its int8 sketch for K-hop (``sketch.py``);
 - relationships ``(a)-[:<RELATION>]->(b)``: each undirected (pair, relation) once, directed as
   the first triple that names it in the source; retrieval reads them in both directions;
 - a uniqueness constraint on ``id``, a cosine vector index ``<Dataset>_embedding`` and a
@@ -28,6 +29,7 @@ from loaders.kg import KnowledgeGraph, to_identifier
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query
+from seeder_dgl.graphstore.sketch import sketch_properties
 
 NODE_BATCH = 5_000
 RELATIONSHIP_BATCH = 20_000
@@ -57,7 +59,8 @@ class IngestSummary:
     index_seconds: float = 0.0
     resumed: bool = False
     skipped: bool = False
-    """True when the dataset was already complete with the same data: nothing was written."""
+    """True when the dataset was already complete with the same data: nothing was re-ingested
+    (``extra["sketched"]`` says how many nodes of an older ingest got their sketch)."""
     extra: dict = field(default_factory=dict)
 
     @property
@@ -208,9 +211,11 @@ class GraphWriter:
                 )
             if existing.get("status") == "complete":
                 self._create_indexes(dim, quantization)  # an index dropped by hand comes back; else a no-op
+                sketched = self.add_missing_sketches(progress)  # a dataset from before sketches gets them
                 return IngestSummary(self.dataset, existing["num_nodes"], existing["num_relationships"],
                                      existing.get("duplicates_removed", 0), dim, model,
-                                     seconds=time.perf_counter() - start, skipped=True)
+                                     seconds=time.perf_counter() - start, skipped=True,
+                                     extra={"sketched": sketched})
 
         self._run("schema/node_id_constraint", "creating the id constraint", {"dataset": self.label})
         meta = {
@@ -240,6 +245,8 @@ class GraphWriter:
             t0 = time.perf_counter()
             self._create_indexes(dim, quantization)
             summary.index_seconds = time.perf_counter() - t0
+            # Batches written by a version without sketches, before this run resumed them.
+            summary.extra["sketched"] = self.add_missing_sketches(progress)
         except (Neo4jError, DriverError, OSError) as exc:
             raise IngestError(describe_neo4j_error(exc, "ingest stopped") +
                               "; committed batches are kept: run the same command again to resume") from exc
@@ -260,7 +267,8 @@ class GraphWriter:
             for t in np.unique(node_type[lo:hi]):
                 ids = lo + np.flatnonzero(node_type[lo:hi] == t)
                 rows = [{"id": int(i), "name": kg.node_names[i], "text": kg.node_texts[i],
-                         "embedding": node_emb[i].tolist()} for i in ids]
+                         "embedding": node_emb[i].tolist(), **sketch}
+                        for i, sketch in zip(ids, sketch_properties(node_emb[ids]))]
                 groups.append((query("ingest/nodes", dataset=self.label, node_type=labels[t]),
                                kg.node_type_names[t], rows))
 
@@ -300,6 +308,23 @@ class GraphWriter:
                     written += hi - lo
                     bars.update(task, completed=hi,
                                 rate=f"{written / (time.perf_counter() - t0):,.0f} rels/s")
+
+    def add_missing_sketches(self, progress: bool = False) -> int:
+        """Give every node that has an embedding but no sketch its sketch, computed from the stored
+        embedding (so nodes changed since the ingest get theirs right). Returns how many were written."""
+        done = 0
+        with _progress(progress) as bars:
+            task = bars.add_task(f"sketches of {self.dataset}", total=None, rate="")
+            while True:
+                page = self._run("ingest/unsketched", "reading nodes without a sketch", {"dataset": self.label},
+                                 limit=self.node_batch).records[0]
+                if not page["ids"]:
+                    return done
+                emb = np.asarray(page["embeddings"], dtype=np.float32)
+                rows = [{"id": int(i), **props} for i, props in zip(page["ids"], sketch_properties(emb))]
+                self._run("ingest/sketches", "writing sketches", {"dataset": self.label}, rows=rows)
+                done += len(rows)
+                bars.update(task, completed=done, rate=f"{done:,} nodes")
 
     def _create_indexes(self, dim: int, quantization: bool) -> None:
         """Create the vector and full-text indexes (if missing) and wait until both are ONLINE."""
