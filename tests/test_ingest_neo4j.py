@@ -139,3 +139,32 @@ def test_killed_ingest_resumes_to_the_same_counts(neo4j_target, neo4j_driver, da
     expected = (2000, len(undirected_unique(kg.edge_src, kg.edge_dst, kg.edge_rel)))
     assert _counts(neo4j_driver, label) == expected
     GraphWriter(neo4j_driver, dataset_label).reset()
+
+
+def test_a_node_lost_during_the_relationship_phase_rolls_its_batch_back(neo4j_driver, dataset_label,
+                                                                        monkeypatch):
+    """Relationships are written by internal node id: a batch that meets a node that is no longer
+    there writes nothing, says so in one line, and the next run finishes the ingest."""
+    kg = random_kg(dataset_label, 300, 3000, seed=7)
+    emb, rel = random_embeddings(300, seed=7), random_embeddings(4, seed=8)
+    writer = GraphWriter(neo4j_driver, dataset_label, relationship_batch=100)
+    real_keys = GraphWriter._node_keys
+    keep = undirected_unique(kg.edge_src, kg.edge_dst, kg.edge_rel)
+    victim = int(kg.edge_src[keep][len(keep) // 2])
+
+    def keys_with_one_gone(self, num_nodes):
+        keys = real_keys(self, num_nodes)
+        keys[victim] = keys.max() + 10**9  # an internal id no node has
+        return keys
+
+    monkeypatch.setattr(GraphWriter, "_node_keys", keys_with_one_gone)
+    with pytest.raises(IngestError) as caught:
+        writer.ingest(kg, emb, rel, "m", progress=False)
+    assert "lost a node" in str(caught.value) and "\n" not in str(caught.value)
+    done = writer.record()["relationships_done"]
+    assert done < len(keep) and _counts(neo4j_driver, label_for(dataset_label))[1] == done  # batch rolled back
+    monkeypatch.setattr(GraphWriter, "_node_keys", real_keys)
+    summary = writer.ingest(kg, emb, rel, "m", progress=False)
+    assert summary.resumed
+    assert _counts(neo4j_driver, label_for(dataset_label)) == (300, len(keep))
+    writer.reset()

@@ -42,7 +42,8 @@ class FakeDriver:
     def execute_query(self, text, **params):  # only the dataset record is read this way
         return SimpleNamespace(records=[{"meta": self.meta}] if self.meta else [])
 
-    def session(self, database=None):
+    def session(self, database=None, **config):
+        self.session_config = config
         return FakeSession(self)
 
 
@@ -93,6 +94,7 @@ def test_frontier_parts_are_merged_by_best_score_then_id_and_values_travel_as_pa
     assert [[f["id"] for f in p["frontier"]] for p in hops] == [[0], [4], [5]]
     assert hops[1]["frontier"][0]["similarity"] == pytest.approx(0.5)  # sim(q, v) of the frontier node
     assert all(p["embedding"] == pytest.approx([1.0, 0.0, 0.0, 0.0]) for p in hops)  # unit query, a parameter
+    assert driver.session_config == {"notifications_disabled_categories": ["DEPRECATION"]}  # id() is deliberate
 
 
 def test_the_frontier_is_split_into_parts_of_near_equal_degree():

@@ -14,7 +14,7 @@ from neo4j import Driver
 from neo4j.exceptions import DriverError, Neo4jError
 
 from seeder_dgl.errors import SeederError
-from seeder_dgl.graphstore.connection import describe_neo4j_error
+from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, slots
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -100,7 +100,7 @@ class LiveGraph:
         """
         text = query(statement, **({"dataset": self.label} if "dataset" in slots(statement) else {}))
         try:
-            with self.driver.session(database=self.database) as session:
+            with self.driver.session(database=self.database, **ID_FUNCTION_SESSION) as session:
                 return list(session.run(text, params))
         except (Neo4jError, DriverError, OSError) as exc:
             raise LiveGraphError(describe_neo4j_error(exc, what)) from exc

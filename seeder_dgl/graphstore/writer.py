@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from loaders.kg import KnowledgeGraph, to_identifier
 from seeder_dgl.errors import SeederError
-from seeder_dgl.graphstore.connection import describe_neo4j_error
+from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.sketch import sketch_properties
 
@@ -287,12 +287,14 @@ class GraphWriter:
         total = int(keep.shape[0])
         task = bars.add_task(f"relationships of {self.dataset}", total=total, completed=done, rate="")
         src, dst, rel = kg.edge_src[keep], kg.edge_dst[keep], kg.edge_rel[keep]
+        key = self._node_keys(kg.num_nodes)
+        src, dst = key[src], key[dst]
         # Batches never straddle two relation types: the type is spliced into the statement.
         boundaries = np.flatnonzero(np.diff(rel)) + 1
         starts = np.concatenate([[0], boundaries])
         ends = np.concatenate([boundaries, [total]])
         t0, written = time.perf_counter(), 0
-        with self.driver.session(database=self.database) as session:
+        with self.driver.session(database=self.database, **ID_FUNCTION_SESSION) as session:
             for seg_lo, seg_hi in zip(starts, ends):
                 statement = query("ingest/relationships", dataset=self.label, rel_type=rel_types[rel[seg_lo]])
                 for lo in range(max(int(seg_lo), done), int(seg_hi), self.relationship_batch):
@@ -300,7 +302,11 @@ class GraphWriter:
                     rows = np.stack([src[lo:hi], dst[lo:hi]], axis=1).tolist()
 
                     def work(tx: ManagedTransaction, rows=rows, hi=hi):
-                        tx.run(statement, rows=rows).consume()
+                        written = tx.run(statement, rows=rows).single()["written"]
+                        if written != len(rows):  # raising rolls the batch back
+                            raise IngestError(f"{len(rows) - written} relationships of batch ending at "
+                                              f"{hi} lost a node while being written (was {self.dataset!r} "
+                                              "changed during the ingest?): run the ingest again")
                         tx.run(query("dataset/progress"), name=self.dataset, nodes_done=None,
                                relationships_done=hi).consume()
 
@@ -325,6 +331,24 @@ class GraphWriter:
                 self._run("ingest/sketches", "writing sketches", {"dataset": self.label}, rows=rows)
                 done += len(rows)
                 bars.update(task, completed=done, rate=f"{done:,} nodes")
+
+    def _node_keys(self, num_nodes: int) -> np.ndarray:
+        """Internal node id of every dataset id (-1 where none), for this run's relationship batches."""
+        try:
+            with self.driver.session(database=self.database, **ID_FUNCTION_SESSION) as session:
+                page = session.run(query("ingest/node_keys", dataset=self.label)).single()
+        except (Neo4jError, DriverError, OSError) as exc:
+            raise IngestError(describe_neo4j_error(exc, "reading the node keys") +
+                              "; committed batches are kept: run the same command again to resume") from exc
+        ids, keys = np.asarray(page["ids"], dtype=np.int64), np.asarray(page["keys"], dtype=np.int64)
+        inside = (ids >= 0) & (ids < num_nodes)
+        key = np.full(num_nodes, -1, dtype=np.int64)
+        key[ids[inside]] = keys[inside]
+        missing = np.flatnonzero(key < 0)
+        if missing.size:
+            raise IngestError(f"{missing.size} nodes of {self.dataset!r} are missing (first id {missing[0]}), "
+                              "so their relationships cannot be written: run the ingest again with --reset")
+        return key
 
     def _create_indexes(self, dim: int, quantization: bool) -> None:
         """Create the vector and full-text indexes (if missing) and wait until both are ONLINE."""
