@@ -1,4 +1,5 @@
-// Relationships whose stored source has an id in [$lo, $hi), as [source, target, type].
+// Relationships whose stored source has an id in [$lo, $hi), as one row of parallel lists
+// (sources, targets, relation types).
 MATCH (a:{{dataset}})-[r]->(b:{{dataset}})
 WHERE a.id >= $lo AND a.id < $hi
-RETURN a.id AS source, b.id AS target, type(r) AS relation
+RETURN collect(a.id) AS sources, collect(b.id) AS targets, collect(type(r)) AS relations

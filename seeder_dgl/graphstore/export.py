@@ -69,18 +69,21 @@ def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, da
         task = bars.add_task(f"export {dataset}", total=max(n, 1))
         for lo in range(0, n, ID_RANGE):
             hi = min(lo + ID_RANGE, n)
-            for r in driver.execute_query(query("export/nodes", dataset=label), lo=lo, hi=hi,
-                                          database_=database).records:
-                emb[r["id"]] = r["embedding"]
-                node_type[r["id"]] = type_index.setdefault(r["type"], len(type_index))
-            rows = driver.execute_query(query("export/relationships", dataset=label), lo=lo, hi=hi,
-                                        database_=database).records
-            src.extend(r["source"] for r in rows)
-            dst.extend(r["target"] for r in rows)
-            rel.extend(rel_index.get(r["relation"], -1) for r in rows)
+            nodes = driver.execute_query(query("export/nodes", dataset=label), lo=lo, hi=hi,
+                                         database_=database).records[0]
+            if nodes["ids"]:
+                ids = np.asarray(nodes["ids"], dtype=np.int64)
+                emb[ids] = np.asarray(nodes["embeddings"], dtype=np.float32)
+                node_type[ids] = [type_index.setdefault(t, len(type_index)) for t in nodes["types"]]
+            rels = driver.execute_query(query("export/relationships", dataset=label), lo=lo, hi=hi,
+                                        database_=database).records[0]
+            src.append(np.asarray(rels["sources"], dtype=np.int64))
+            dst.append(np.asarray(rels["targets"], dtype=np.int64))
+            rel.append(np.asarray([rel_index.get(t, -1) for t in rels["relations"]], dtype=np.int64))
             bars.update(task, completed=hi)
-    out = GraphExport(n, emb, node_type, list(type_index), np.asarray(src, np.int64), np.asarray(dst, np.int64),
-                      np.asarray(rel, np.int64), list(graph.info.relation_types), graph.info.relation_embeddings)
+    src, dst, rel = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (src, dst, rel))
+    out = GraphExport(n, emb, node_type, list(type_index), src, dst, rel, list(graph.info.relation_types),
+                      graph.info.relation_embeddings)
     if path is not None:
         buffer = io.BytesIO()
         np.savez(buffer, num_nodes=n, node_emb=emb, node_type=node_type,
