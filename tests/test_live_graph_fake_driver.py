@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from neo4j.exceptions import ServiceUnavailable
 
-from seeder_dgl.graphstore.live import LiveGraph, LiveGraphError, split_frontier
+from seeder_dgl.graphstore.live import LiveGraph, LiveGraphError
 
 META = {"label": "Movies", "dimension": 4, "model": "test-model", "relation_names": ["directed by"],
         "relation_types": ["DIRECTED_BY"], "relation_embeddings": [1.0, 0.0, 0.0, 0.0], "num_nodes": 3,
@@ -67,43 +67,35 @@ def test_a_server_that_fails_mid_query_is_a_one_line_error():
     assert "\n" not in str(caught.value) and "K-hop expansion, hop 1" in str(caught.value)
 
 
-def test_frontier_parts_are_merged_by_best_score_then_id_and_values_travel_as_parameters():
-    # What the server answers for each frontier part: (ids, similarities, scores, degrees).
+def test_partitions_are_merged_by_score_then_id_and_values_travel_as_parameters():
+    # What each partition answers for each hop: (ids, similarities, scores). Partitions score
+    # disjoint neighbours; selected nodes come back too (the caller drops them).
     answers = {
-        (0,): ([4, 5, 0], [0.5, 0.4, 1.0], [0.5, 0.4, 0.9], [10, 3, 1]),  # hop 1; 0 is the seed
-        (4,): ([3, 1, 5], [0.2, 0.1, 0.4], [0.30, 0.20, 0.6], [1, 1, 3]),  # 5 was selected in hop 1
-        (5,): ([1, 2, 4], [0.1, 0.3, 0.5], [0.30, 0.25, 0.7], [1, 1, 10]),
+        ((0,), 0): ([4, 0, 5], [0.5, 1.0, 0.4], [0.5, 0.9, 0.4]),  # hop 1, one partition; 0 is the seed
+        ((4, 5), 0): ([5, 3, 2], [0.4, 0.2, 0.3], [0.6, 0.30, 0.25]),  # 5 was selected in hop 1
+        ((4, 5), 1): ([1, 9], [0.1, 0.1], [0.30, 0.1]),
     }
 
     def answer(text, params):
         if "$frontier" in text:
-            ids, sims, scores, degrees = answers[tuple(f["id"] for f in params["frontier"])]
-            return [FakeRecord({"ids": ids, "similarities": sims, "scores": scores, "degrees": degrees})]
+            frontier = tuple(f["id"] for f in params["frontier"])
+            ids, sims, scores = answers[(frontier, params["partition"])]
+            return [FakeRecord({"ids": ids, "similarities": sims, "scores": scores})]
         return [FakeRecord({"sources": [], "targets": [], "relations": []})]
 
     driver = FakeDriver(answer=answer)
     graph = LiveGraph(driver, "movies", hop_partitions=2)
     sub = graph.khop_filter(np.array([2.0, 0, 0, 0]), [(0, 1.0)], [2, 3])
-    # Selected nodes are dropped; node 1 reaches both parts and keeps its better score (0.30),
-    # which ties with 3 and wins on the smaller id; then 2 (0.25).
+    # Selected nodes are dropped; 1 and 3 tie at 0.30 and the smaller id goes first; then 2.
     assert sub.node_ids.tolist() == [0, 4, 5, 1, 3, 2] and sub.hop.tolist() == [0, 1, 1, 2, 2, 2]
     np.testing.assert_allclose(sub.score, [1.0, 0.5, 0.4, 0.30, 0.30, 0.25])
     hops = [p for t, p in driver.calls if "$frontier" in t]
-    # Each part is asked for as many more rows as there are selected nodes.
+    assert sorted((p["partitions"], p["partition"]) for p in hops) == [(1, 0), (2, 0), (2, 1)]
+    # Each partition is asked for as many more rows as there are selected nodes.
     assert [p["limit"] for p in hops] == [3, 6, 6]
-    assert [[f["id"] for f in p["frontier"]] for p in hops] == [[0], [4], [5]]
-    assert hops[1]["frontier"][0]["similarity"] == pytest.approx(0.5)  # sim(q, v) of the frontier node
+    assert [f["id"] for f in hops[1]["frontier"]] == [4, 5] and hops[1]["frontier"][0]["similarity"] == 0.5
     assert all(p["embedding"] == pytest.approx([1.0, 0.0, 0.0, 0.0]) for p in hops)  # unit query, a parameter
     assert driver.session_config == {"notifications_disabled_categories": ["DEPRECATION"]}  # id() is deliberate
-
-
-def test_the_frontier_is_split_into_parts_of_near_equal_degree():
-    frontier = [(1, 0.1, 900), (2, 0.2, 500), (3, 0.3, 450), (4, 0.4, 10), (5, 0.5, 0)]
-    parts = split_frontier(frontier, 2)
-    loads = [sum(max(d, 1) for i, _, d in frontier if i in {f["id"] for f in part}) for part in parts]
-    assert sorted(loads) == [911, 950] and sorted(f["id"] for part in parts for f in part) == [1, 2, 3, 4, 5]
-    assert split_frontier(frontier[:1], 4) == [[{"id": 1, "similarity": 0.1}]]  # never an empty part
-    assert len(split_frontier(frontier, 1)) == 1
 
 
 class FakeRecord(dict):

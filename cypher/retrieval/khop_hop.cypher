@@ -7,11 +7,14 @@
 // there are selected nodes and drops them, which gives the same top $limit. Testing every
 // neighbour against the selected ids here meant reading its id property, the slowest part of the
 // statement at Prime scale.
-// The caller may split the frontier into parts run side by side (Community runs a query on one
-// core): the score of a node is then the best of the scores the parts give it, and the best
-// $limit of the union of the best $limit of each part is the best $limit overall (see LiveGraph._hop).
+// Partition p of $partitions scores only the neighbours whose internal id is p modulo $partitions,
+// with all their frontier edges, so their scores are whole: the caller runs the partitions side by
+// side (Community runs a query on one core) and keeps the best of their union. Every partition
+// walks all frontier relationships, the cheap part; the scoring after that is split evenly even
+// when one frontier node is a hub. The internal id is in the relationship record: no read.
 UNWIND $frontier AS f
 MATCH (v:{{dataset}} {id: f.id})-[r]-(u:{{dataset}})
+WHERE id(u) % $partitions = $partition
 WITH u, max(f.similarity + coalesce($relation_similarity[type(r)], 0.0)) / 3.0 AS via
 // Pass 1: bounds on every score from the int8 sketch (seeder_dgl/graphstore/sketch.py), read
 // about three times faster than the float embedding: |sim(q,u) - cos(q, sketch)| <= sketch_error.
@@ -36,12 +39,10 @@ UNWIND survivors AS c
 // store them so), hence cos = 1 - d^2 / 2 = 1.5 - 0.5 / euclidean; it agrees with
 // vector.similarity.cosine to ~1e-6 and costs a third of it.
 WITH c.node AS u, c.via AS via
-WITH u, u.id AS id, via, 1.5 - 0.5 / vector.similarity.euclidean(u.embedding, $embedding) AS similarity
-WITH u, id, similarity, similarity / 3.0 + via AS score
+WITH u.id AS id, via, 1.5 - 0.5 / vector.similarity.euclidean(u.embedding, $embedding) AS similarity
+WITH id, similarity, similarity / 3.0 + via AS score
 ORDER BY score DESC, id ASC
 LIMIT $limit
 // One row of parallel lists (the driver handles it faster than a record per node); the caller
 // orders them again by (score desc, id asc), so nothing depends on collect() keeping the order.
-// degrees: how much work each selected node brings as the next frontier (for splitting it).
-RETURN collect(id) AS ids, collect(similarity) AS similarities, collect(score) AS scores,
-       collect(COUNT { (u)--() }) AS degrees
+RETURN collect(id) AS ids, collect(similarity) AS similarities, collect(score) AS scores

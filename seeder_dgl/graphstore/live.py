@@ -54,17 +54,6 @@ def default_hop_partitions() -> int:
     return value
 
 
-def split_frontier(frontier: list[tuple[int, float, int]], parts: int) -> list[list[dict]]:
-    """The frontier's (id, similarity, degree) in at most ``parts`` parts of near-equal total degree
-    (largest first, each to the lightest part): the work of a hop is its relationships."""
-    loads = [[0, []] for _ in range(max(1, min(parts, len(frontier))))]
-    for node, sim, degree in sorted(frontier, key=lambda f: (-f[2], f[0])):
-        lightest = min(loads, key=lambda load: load[0])
-        lightest[0] += max(int(degree), 1)
-        lightest[1].append({"id": int(node), "similarity": float(sim)})
-    return [members for _, members in loads if members]
-
-
 # Hops run side by side on these threads; shared by every LiveGraph (they only wait on sockets).
 _HOP_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="seeder-hop")
 
@@ -72,10 +61,9 @@ _HOP_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="seeder-hop")
 class LiveGraph:
     """One ingested dataset in Neo4j, seen through the project's Cypher statements.
 
-    ``hop_partitions``: the frontier of each K-hop hop after the first is split into that many
-    parts of near-equal degree, run as concurrent queries (exact: see ``_hop``). Neo4j Community
-    runs one query on one core, and scoring a hub's neighbourhood is the slow part of a query;
-    1 turns this off.
+    ``hop_partitions``: each K-hop hop after the first is split into that many concurrent queries
+    by internal node id (exact: see cypher/retrieval/khop_hop.cypher). Neo4j Community runs one
+    query on one core, and scoring a hub's neighbourhood is the slow part of a query; 1 turns this off.
     """
 
     def __init__(self, driver: Driver, dataset: str, database: str | None = None,
@@ -177,50 +165,43 @@ class LiveGraph:
         ids = [s for s, _ in seeds]
         hops = [0] * len(ids)
         scores = [sim for _, sim in seeds]
-        frontier = [(s, sim, 1) for s, sim in seeds]  # (id, similarity, degree); seeds' degrees unknown
+        frontier = [{"id": s, "similarity": sim} for s, sim in seeds]
         for h, limit in enumerate(budgets, start=1):
             if not frontier or limit <= 0:
                 break
             # The first hop starts from the few seeds; later frontiers reach hubs.
-            parts = split_frontier(frontier, 1 if h == 1 else self.hop_partitions)
-            rows = self._hop(parts, f"K-hop expansion, hop {h}", set(ids), relation_similarity=rel_sim,
-                             embedding=vec, limit=int(limit))
-            frontier = [(node, sim, degree) for node, sim, _, degree in rows]
-            ids.extend(node for node, _, _, _ in rows)
+            parts = 1 if h == 1 else self.hop_partitions
+            rows = self._hop(parts, f"K-hop expansion, hop {h}", set(ids), int(limit), frontier=frontier,
+                             relation_similarity=rel_sim, embedding=vec)
+            frontier = [{"id": node, "similarity": sim} for node, sim, _ in rows]
+            ids.extend(node for node, _, _ in rows)
             hops.extend([h] * len(rows))
-            scores.extend(score for _, _, score, _ in rows)
+            scores.extend(score for _, _, score in rows)
         node_ids = np.asarray(ids, dtype=np.int64)
         src, dst, rel = self.induced_edges(node_ids) if with_edges else (np.zeros(0, np.int64),) * 3
         return QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
                              score=np.asarray(scores, dtype=np.float32), src=src, dst=dst, rel=rel)
 
-    def _hop(self, parts: list[list[dict]], what: str, selected: set[int], limit: int,
-             **params) -> list[tuple[int, float, float, int]]:
-        """One hop, its frontier ``parts`` run as concurrent queries: the best ``limit``
-        (id, similarity, score, degree) of the nodes not ``selected``, by score descending, then id.
+    def _hop(self, partitions: int, what: str, selected: set[int], limit: int,
+             **params) -> list[tuple[int, float, float]]:
+        """One hop as ``partitions`` concurrent queries: the best ``limit`` (id, similarity, score)
+        of the nodes not ``selected``, by score descending, then id.
 
-        Each part returns its best ``limit + len(selected)`` neighbours, selected or not: at most
-        ``len(selected)`` of them are dropped, so the best ``limit`` others are among them.
-        A neighbour of several parts is scored by each with only its edges to that part; its
-        score is the best of those. Every node of the overall top list is in the top list of the
-        part where it scores best (whatever beats it there beats it overall), so the union of
-        the parts' lists holds the answer.
+        Each partition returns its best ``limit + len(selected)`` neighbours, selected or not: at
+        most ``len(selected)`` of them are dropped, so the best ``limit`` others are among them.
+        Partitions score disjoint sets of neighbours, each with all its frontier edges.
         """
         params["limit"] = limit + len(selected)
-        if len(parts) == 1:
-            results = [self._lists("retrieval/khop_hop", what, frontier=parts[0], **params)]
+        if partitions == 1:
+            parts = [self._lists("retrieval/khop_hop", what, partitions=1, partition=0, **params)]
         else:
-            futures = [_HOP_POOL.submit(self._lists, "retrieval/khop_hop", what, frontier=part, **params)
-                       for part in parts]
-            results = [f.result() for f in futures]
-        best: dict[int, tuple[int, float, float, int]] = {}
-        for result in results:
-            for i, sim, score, degree in zip(result["ids"], result["similarities"], result["scores"],
-                                             result["degrees"]):
-                row = (int(i), float(sim), float(score), int(degree))
-                if row[0] not in selected and (row[0] not in best or row[2] > best[row[0]][2]):
-                    best[row[0]] = row
-        return sorted(best.values(), key=lambda r: (-r[2], r[0]))[:limit]
+            futures = [_HOP_POOL.submit(self._lists, "retrieval/khop_hop", what, partitions=partitions,
+                                        partition=p, **params) for p in range(partitions)]
+            parts = [f.result() for f in futures]
+        rows = [(int(i), float(sim), float(score)) for part in parts
+                for i, sim, score in zip(part["ids"], part["similarities"], part["scores"]) if int(i) not in selected]
+        rows.sort(key=lambda r: (-r[2], r[0]))
+        return rows[:limit]
 
     def induced_edges(self, node_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Local (src, dst, relation id) of every stored relationship among ``node_ids``, both directions."""
