@@ -21,7 +21,7 @@ from benchmarks.common import folder_size, machine, write_result  # noqa: E402
 from loaders.synthetic import embed_synthetic, typed_graph  # noqa: E402
 from seeder_dgl.graphstore.connection import Neo4jSettings, open_driver  # noqa: E402
 from seeder_dgl.graphstore.server import LocalNeo4j  # noqa: E402
-from seeder_dgl.graphstore.writer import GraphWriter  # noqa: E402
+from seeder_dgl.graphstore.writer import EF_CONSTRUCTION, GraphWriter  # noqa: E402
 
 
 def main() -> None:
@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--name", default="synthetic_prime_scale")
     parser.add_argument("--keep", action="store_true", help="leave the graph in Neo4j (the retrieval benchmark uses it)")
     parser.add_argument("--dataset", default="synthetic", choices=["synthetic", "metaqa"])
+    parser.add_argument("--ef-construction", type=int, default=EF_CONSTRUCTION,
+                        help="HNSW build width of the vector index (results go to ingest-ef<N> when not the default)")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -56,7 +58,7 @@ def main() -> None:
     driver = open_driver()
     writer = GraphWriter(driver, args.name)
     writer.reset()
-    summary = writer.ingest(kg, emb, rel_emb, model, progress=sys.stderr.isatty())
+    summary = writer.ingest(kg, emb, rel_emb, model, progress=sys.stderr.isatty(), ef_construction=args.ef_construction)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     settings = Neo4jSettings.from_env()
     store = None if settings.external else folder_size(LocalNeo4j().settings.data_dir / "databases" / "neo4j")
@@ -70,6 +72,7 @@ def main() -> None:
         "server_store_mb": round(store / 2**20) if store else None, "dataset": args.dataset,
         "embedding_seconds" if args.dataset == "metaqa" else "generate_seconds": round(generate_seconds, 1),
         "end_to_end_seconds": round(generate_seconds + summary.seconds, 1),
+        "ef_construction": args.ef_construction,
     }
     title = ("MetaQA with all-MiniLM-L6-v2 on the CPU" if args.dataset == "metaqa" else "STaRK-Prime scale")
     first = ([f"| MiniLM encoding of {kg.num_nodes:,} names (no cache) | {generate_seconds:.1f} | "
@@ -78,11 +81,13 @@ def main() -> None:
         f"# Ingest, {title} ({summary.nodes:,} nodes, {summary.relationships:,} relationships, 384-d)",
         "", f"Machine: {result['machine']['cpu']}, {result['machine']['cores']} cores, "
             f"{result['machine']['memory_gb']} GB. Command: `python benchmarks/bench_ingest.py"
-            + (" --dataset metaqa" if args.dataset == "metaqa" else "") + "`.", "",
+            + (" --dataset metaqa" if args.dataset == "metaqa" else "")
+            + (f" --ef-construction {args.ef_construction}" if args.ef_construction != EF_CONSTRUCTION else "")
+            + "`.", "",
         "| phase | seconds | rate |", "|---|---|---|", *first,
         f"| nodes + embeddings | {result['node_seconds']} | {result['nodes_per_second']:,} nodes/s |",
         f"| relationships | {result['relationship_seconds']} | {result['relationships_per_second']:,} rels/s |",
-        f"| vector + full-text index (ONLINE) | {result['index_seconds']} | |",
+        f"| vector + full-text index (ONLINE, ef_construction {args.ef_construction}) | {result['index_seconds']} | |",
         f"| **whole ingest** (writes + indexes) | **{result['total_seconds']}** | |",
         *([f"| **end to end with encoding** | **{result['end_to_end_seconds']}** | |"] if args.dataset == "metaqa" else []),
         "",
@@ -90,7 +95,8 @@ def main() -> None:
         f"Server store: {result['server_store_mb']} MB.",
     ])
     print(md)
-    write_result("ingest" if args.dataset == "synthetic" else "ingest-metaqa", result, md)
+    name = "ingest" if args.dataset == "synthetic" else "ingest-metaqa"
+    write_result(name + (f"-ef{args.ef_construction}" if args.ef_construction != EF_CONSTRUCTION else ""), result, md)
     if not args.keep:
         writer.reset()
 

@@ -71,8 +71,10 @@ def test_round_trip_and_second_run_changes_nothing(neo4j_driver, dataset_label):
     assert again.skipped
     assert _counts(neo4j_driver, label) == (300, expected_rels)
     state = neo4j_driver.execute_query(
-        "SHOW INDEXES YIELD name, state WHERE name = $n RETURN state", n=f"{label}_embedding").records
+        "SHOW INDEXES YIELD name, state, options WHERE name = $n RETURN state, options",
+        n=f"{label}_embedding").records
     assert state[0]["state"] == "ONLINE"
+    assert state[0]["options"]["indexConfig"]["vector.hnsw.ef_construction"] == 100  # Neo4j's default
     # The reset commits every 100 deletions (relationship_batch) and leaves nothing behind.
     assert writer.reset() == 300
     assert _counts(neo4j_driver, label) == (0, 0) and writer.record() is None
@@ -168,3 +170,26 @@ def test_a_node_lost_during_the_relationship_phase_rolls_its_batch_back(neo4j_dr
     assert summary.resumed
     assert _counts(neo4j_driver, label_for(dataset_label)) == (300, len(keep))
     writer.reset()
+
+
+def test_index_build_width_reaches_the_index_and_is_checked(neo4j_driver, dataset_label):
+    kg = random_kg(dataset_label, 30, 60, seed=2)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    with pytest.raises(IngestError, match="ef_construction must be between 1 and 3200"):
+        writer.ingest(kg, random_embeddings(30), random_embeddings(4), "m", progress=False, ef_construction=0)
+    writer.ingest(kg, random_embeddings(30), random_embeddings(4), "m", progress=False, ef_construction=40)
+    try:
+        options = neo4j_driver.execute_query("SHOW INDEXES YIELD name, options WHERE name = $n RETURN options",
+                                             n=f"{label_for(dataset_label)}_embedding").records[0]["options"]
+        assert options["indexConfig"]["vector.hnsw.ef_construction"] == 40
+    finally:
+        writer.reset()
+
+
+def test_cli_default_build_width_is_the_writers():
+    import inspect
+
+    from seeder_dgl import cli
+    from seeder_dgl.graphstore.writer import EF_CONSTRUCTION
+
+    assert inspect.signature(cli.ingest).parameters["ef_construction"].default.default == EF_CONSTRUCTION

@@ -10,7 +10,8 @@ def test_vector_index_matches_numpy_cosine_order(neo4j_driver, dataset_label):
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(40, 16)).astype(np.float32)
     neo4j_driver.execute_query(query("schema/node_id_constraint", dataset=dataset_label))
-    neo4j_driver.execute_query(query("schema/vector_index", dataset=dataset_label), dimensions=16, quantization=False)
+    neo4j_driver.execute_query(query("schema/vector_index", dataset=dataset_label), dimensions=16, quantization=False,
+                               ef_construction=100)
     rows = [{"id": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
     neo4j_driver.execute_query(
         f"UNWIND $rows AS row CREATE (n:{dataset_label} {{id: row.id}}) "

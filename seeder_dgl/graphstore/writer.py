@@ -32,6 +32,7 @@ from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.sketch import sketch_properties
 
 NODE_BATCH = 5_000
+EF_CONSTRUCTION = 100  # Neo4j's default HNSW build width (cypher/schema/vector_index.cypher)
 RELATIONSHIP_BATCH = 20_000
 
 
@@ -178,7 +179,8 @@ class GraphWriter:
 
     # ---- the ingest -------------------------------------------------------------------------
     def ingest(self, kg: KnowledgeGraph, node_emb: np.ndarray, rel_emb: np.ndarray, model: str,
-               *, progress: bool = True, reset: bool = False, quantization: bool = False) -> IngestSummary:
+               *, progress: bool = True, reset: bool = False, quantization: bool = False,
+               ef_construction: int = EF_CONSTRUCTION) -> IngestSummary:
         start = time.perf_counter()
         try:
             kg.validate()
@@ -186,6 +188,8 @@ class GraphWriter:
             raise IngestError(f"{exc}: fix the source files") from exc
         node_emb = check_embeddings(node_emb, kg.num_nodes, "node")
         rel_emb = check_embeddings(rel_emb, len(kg.relation_names), "relation")
+        if not 1 <= int(ef_construction) <= 3200:
+            raise IngestError(f"ef_construction must be between 1 and 3200 (Neo4j's range), not {ef_construction}")
         if rel_emb.shape[1] != node_emb.shape[1]:
             raise IngestError(f"relation embeddings have dimension {rel_emb.shape[1]} but node embeddings "
                               f"{node_emb.shape[1]}: encode both with the same model")
@@ -210,7 +214,8 @@ class GraphWriter:
                     "re-ingest with --reset to replace it"
                 )
             if existing.get("status") == "complete":
-                self._create_indexes(dim, quantization)  # an index dropped by hand comes back; else a no-op
+                # An index dropped by hand comes back; else a no-op.
+                self._create_indexes(dim, quantization, ef_construction)
                 sketched = self.add_missing_sketches(progress)  # a dataset from before sketches gets them
                 return IngestSummary(self.dataset, existing["num_nodes"], existing["num_relationships"],
                                      existing.get("duplicates_removed", 0), dim, model,
@@ -243,7 +248,7 @@ class GraphWriter:
             # Indexes last: populated while relationships were still being written (tried at
             # Prime scale), the HNSW build took the second core and halved the relationship rate.
             t0 = time.perf_counter()
-            self._create_indexes(dim, quantization)
+            self._create_indexes(dim, quantization, ef_construction)
             summary.index_seconds = time.perf_counter() - t0
             # Batches written by a version without sketches, before this run resumed them.
             summary.extra["sketched"] = self.add_missing_sketches(progress)
@@ -350,10 +355,10 @@ class GraphWriter:
                               "so their relationships cannot be written: run the ingest again with --reset")
         return key
 
-    def _create_indexes(self, dim: int, quantization: bool) -> None:
+    def _create_indexes(self, dim: int, quantization: bool, ef_construction: int = EF_CONSTRUCTION) -> None:
         """Create the vector and full-text indexes (if missing) and wait until both are ONLINE."""
         self._run("schema/vector_index", "creating the vector index", {"dataset": self.label},
-                  dimensions=dim, quantization=quantization)
+                  dimensions=dim, quantization=quantization, ef_construction=int(ef_construction))
         self._run("schema/fulltext_index", "creating the full-text index", {"dataset": self.label})
         for index in (f"{self.label}_embedding", f"{self.label}_name"):
             self._run("schema/await_index", f"waiting for index {index}", name=index, seconds=3600)
