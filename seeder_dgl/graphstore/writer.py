@@ -107,9 +107,9 @@ def check_embeddings(matrix: np.ndarray, rows: int, what: str) -> np.ndarray:
         first = int(np.flatnonzero(bad)[0])
         raise IngestError(f"{what} embedding of row {first} has NaN or infinite values "
                           f"({int(bad.sum())} rows in all): fix the input or re-encode")
-    if (np.linalg.norm(matrix, axis=1) == 0).any():
-        first = int(np.flatnonzero(np.linalg.norm(matrix, axis=1) == 0)[0])
-        raise IngestError(f"{what} embedding of row {first} is all zeros: cosine is undefined for it")
+    zero = np.flatnonzero(np.linalg.norm(matrix, axis=1) == 0)
+    if zero.size:
+        raise IngestError(f"{what} embedding of row {int(zero[0])} is all zeros: cosine is undefined for it")
     return unit_vectors(matrix)
 
 
@@ -250,8 +250,8 @@ class GraphWriter:
             t0 = time.perf_counter()
             self._create_indexes(dim, quantization, ef_construction)
             summary.index_seconds = time.perf_counter() - t0
-            # Batches written by a version without sketches, before this run resumed them.
-            summary.extra["sketched"] = self.add_missing_sketches(progress)
+            if summary.resumed:  # batches written by a version without sketches, before this run
+                summary.extra["sketched"] = self.add_missing_sketches(progress)
         except (Neo4jError, DriverError, OSError) as exc:
             raise IngestError(describe_neo4j_error(exc, "ingest stopped") +
                               "; committed batches are kept: run the same command again to resume") from exc
