@@ -48,6 +48,27 @@ def query(name: str, **identifiers: str) -> str:
     return _SLOT.sub(lambda m: identifiers[m.group(1)], text)
 
 
+class QuietList(list):
+    """A parameter list that the driver sends as it is, but whose repr is a few characters.
+
+    The neo4j driver (5.28) formats ``repr`` of every RUN's parameters into a debug line even when
+    nothing logs it. For a batch of 5,000 nodes with 384-float embeddings that took 70% of the
+    node phase of an ingest (profiled), and about 0.4 ms of every retrieval statement that
+    carries a query embedding. Packing is unchanged: it checks ``isinstance(value, list)``.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} values>"
+
+
+def quiet(parameters: dict) -> dict:
+    """``parameters`` with every list or tuple value wrapped in ``QuietList`` (see there)."""
+    return {key: QuietList(value) if isinstance(value, (list, tuple)) else value
+            for key, value in parameters.items()}
+
+
 def all_statements() -> list[str]:
     """Names of every statement file, for tests that check them all."""
     return sorted(str(p.relative_to(CYPHER_DIR).with_suffix("")) for p in CYPHER_DIR.rglob("*.cypher"))

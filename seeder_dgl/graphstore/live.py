@@ -15,7 +15,7 @@ from neo4j.exceptions import DriverError, Neo4jError
 
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
-from seeder_dgl.graphstore.cypher import query, slots
+from seeder_dgl.graphstore.cypher import query, quiet, slots
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 
@@ -89,7 +89,7 @@ class LiveGraph:
         text = query(statement, **({"dataset": self.label} if "dataset" in slots(statement) else {}))
         try:
             with self.driver.session(database=self.database, **ID_FUNCTION_SESSION) as session:
-                return list(session.run(text, params))
+                return list(session.run(text, quiet(params)))
         except (Neo4jError, DriverError, OSError) as exc:
             raise LiveGraphError(describe_neo4j_error(exc, what)) from exc
 

@@ -20,7 +20,7 @@ from neo4j.exceptions import DriverError, Neo4jError
 from loaders.kg import to_identifier
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import describe_neo4j_error
-from seeder_dgl.graphstore.cypher import query
+from seeder_dgl.graphstore.cypher import query, quiet
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.graphstore.sketch import sketch_properties
 from seeder_dgl.graphstore.writer import unit_vectors
@@ -134,17 +134,17 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
     def work(tx):
         for type_name, rows in by_type.items():
             tx.run(query("upsert/node", dataset=graph.label, node_type=to_identifier(type_name)),
-                   rows=rows, type_name=type_name).consume()
+                   quiet({"rows": rows, "type_name": type_name})).consume()
         ids = sorted({i for e in edges for i in (e.source, e.target)})
-        missing = tx.run(query("upsert/missing_ids", dataset=graph.label), ids=ids).single()["missing"]
+        missing = tx.run(query("upsert/missing_ids", dataset=graph.label), quiet({"ids": ids})).single()["missing"]
         if missing:
             raise UpsertError(f"edges refer to node ids {missing[:10]} that are not in {dataset!r}: "
                               "add those nodes in the same upsert")
         for rel_type, rows in by_relation.items():
-            tx.run(query("upsert/relationship", dataset=graph.label, rel_type=rel_type), rows=rows).consume()
-        return tx.run(query("upsert/record", dataset=graph.label), name=dataset, relation_names=relation_names,
-                      relation_types=relation_types,
-                      relation_embeddings=relation_emb.reshape(-1).astype(float).tolist()).single().data()
+            tx.run(query("upsert/relationship", dataset=graph.label, rel_type=rel_type), quiet({"rows": rows})).consume()
+        return tx.run(query("upsert/record", dataset=graph.label), quiet({
+            "name": dataset, "relation_names": relation_names, "relation_types": relation_types,
+            "relation_embeddings": relation_emb.reshape(-1).astype(float).tolist()})).single().data()
 
     try:
         with driver.session(database=database) as session:

@@ -28,7 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from loaders.kg import KnowledgeGraph, to_identifier
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
-from seeder_dgl.graphstore.cypher import query
+from seeder_dgl.graphstore.cypher import query, quiet
 from seeder_dgl.graphstore.sketch import sketch_properties
 
 NODE_BATCH = 5_000
@@ -148,7 +148,7 @@ class GraphWriter:
     # ---- small helpers --------------------------------------------------------------------
     def _run(self, statement: str, what: str, identifiers: dict | None = None, **params):
         try:
-            return self.driver.execute_query(query(statement, **(identifiers or {})), database_=self.database, **params)
+            return self.driver.execute_query(query(statement, **(identifiers or {})), database_=self.database, **quiet(params))
         except (Neo4jError, DriverError, OSError) as exc:
             raise IngestError(describe_neo4j_error(exc, what)) from exc
 
@@ -279,7 +279,7 @@ class GraphWriter:
 
             def work(tx: ManagedTransaction, groups=groups, hi=hi):
                 for statement, type_name, rows in groups:
-                    tx.run(statement, rows=rows, type_name=type_name).consume()
+                    tx.run(statement, quiet({"rows": rows, "type_name": type_name})).consume()
                 tx.run(query("dataset/progress"), name=self.dataset, nodes_done=hi,
                        relationships_done=None).consume()
 
@@ -307,7 +307,7 @@ class GraphWriter:
                     rows = np.stack([src[lo:hi], dst[lo:hi]], axis=1).tolist()
 
                     def work(tx: ManagedTransaction, rows=rows, hi=hi):
-                        written = tx.run(statement, rows=rows).single()["written"]
+                        written = tx.run(statement, quiet({"rows": rows})).single()["written"]
                         if written != len(rows):  # raising rolls the batch back
                             raise IngestError(f"{len(rows) - written} relationships of batch ending at "
                                               f"{hi} lost a node while being written (was {self.dataset!r} "
