@@ -33,11 +33,16 @@ def test_cosine_of_the_codes_is_within_the_stored_error(seed, dim, shape):
     codes, error = embedding_sketch(unit)
     assert codes.dtype == np.int8 and codes.shape == unit.shape and np.abs(codes).max() <= LEVELS
     queries = _unit(rng.normal(size=(16, dim)))
-    queries = np.concatenate([queries, unit[:4].astype(np.float64)])  # a query on a node itself
+    # A query on a node itself, and queries shaped like the nodes (spiky, one-hot, flat).
+    queries = np.concatenate([queries, unit[:4].astype(np.float64), unit[-4:, ::-1].astype(np.float64)])
     for q in queries:
         exact = unit.astype(np.float64) @ q
         approx = _cos(codes.astype(np.float64), q)
         assert np.all(np.abs(exact - approx) <= error)
+        # Both sides sketched, as K-hop's first pass compares them: the two errors add up.
+        q_codes, q_error = embedding_sketch(q)
+        both = _cos(codes.astype(np.float64), q_codes[0].astype(np.float64))
+        assert np.all(np.abs(exact - both) <= error + q_error[0])
 
 
 def test_the_bound_is_tight_enough_to_prune():

@@ -16,12 +16,14 @@ UNWIND $frontier AS f
 MATCH (v:{{dataset}} {id: f.id})-[r]-(u:{{dataset}})
 WHERE id(u) % $partitions = $partition
 WITH u, max(f.similarity + coalesce($relation_similarity[type(r)], 0.0)) / 3.0 AS via
-// Pass 1: bounds on every score from the int8 sketch (seeder_dgl/graphstore/sketch.py), read
-// about three times faster than the float embedding: |sim(q,u) - cos(q, sketch)| <= sketch_error.
-// vector.similarity.cosine returns (1 + cos) / 2. A node without a sketch gets the widest bounds.
+// Pass 1: bounds on every score from int8 sketches (seeder_dgl/graphstore/sketch.py) of both
+// the node and the query: |sim(q,u) - cos(query sketch, node sketch)| <= sketch_error +
+// $query_sketch_error. Byte arrays are read whole; a list parameter would be converted value by
+// value on every row (measured: 6.6 against 3.8 us a node). vector.similarity.cosine returns
+// (1 + cos) / 2. A node without a sketch gets the widest bounds.
 WITH u, via,
-     coalesce(2.0 * vector.similarity.cosine(u.sketch, $embedding) - 1.0, 0.0) AS approx,
-     coalesce(u.sketch_error, 2.0) AS error
+     coalesce(2.0 * vector.similarity.cosine(u.sketch, $query_sketch) - 1.0, 0.0) AS approx,
+     coalesce(u.sketch_error, 2.0) + $query_sketch_error AS error
 WITH u, via, via + (approx - error) / 3.0 AS low, via + (approx + error) / 3.0 AS high
 ORDER BY low DESC
 WITH collect({node: u, via: via, high: high}) AS candidates, collect(low) AS lows

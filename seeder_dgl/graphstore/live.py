@@ -16,6 +16,7 @@ from neo4j.exceptions import DriverError, Neo4jError
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet, slots
+from seeder_dgl.graphstore.sketch import query_sketch
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 
@@ -162,6 +163,7 @@ class LiveGraph:
         """Seeds plus, hop by hop, the best ``budgets[h]`` neighbours of the frontier (method.md step 3)."""
         vec = self.query_vector(embedding)
         rel_sim = self.relation_similarity(embedding)
+        sketched = query_sketch(vec)
         ids = [s for s, _ in seeds]
         hops = [0] * len(ids)
         scores = [sim for _, sim in seeds]
@@ -172,7 +174,7 @@ class LiveGraph:
             # The first hop starts from the few seeds; later frontiers reach hubs.
             parts = 1 if h == 1 else self.hop_partitions
             rows = self._hop(parts, f"K-hop expansion, hop {h}", set(ids), int(limit), frontier=frontier,
-                             relation_similarity=rel_sim, embedding=vec)
+                             relation_similarity=rel_sim, embedding=vec, **sketched)
             frontier = [{"id": node, "similarity": sim} for node, sim, _ in rows]
             ids.extend(node for node, _, _ in rows)
             hops.extend([h] * len(rows))

@@ -12,7 +12,12 @@ tens of thousands of neighbours. Each node therefore also stores
   q . s c = cos(q, c) * ||s c||, so the second is at most | ||s c|| - 1 |. ROUNDING covers the
   float32 arithmetic of Neo4j's similarity functions.
 
-A hop bounds every neighbour's score from the sketch, and reads the float embedding only of the
+The query is sketched the same way (``query_sketch``): |cos(q, u) - cos(c_q, c_u)| is at most the
+sum of both errors, because each error bounds the distance between a unit vector and its
+normalised codes. Neo4j compares two byte arrays directly, where a list parameter would be
+converted value by value on every row.
+
+A hop bounds every neighbour's score from the sketches, and reads the float embedding only of the
 neighbours whose upper bound reaches the ``limit``-th best lower bound: no other neighbour can
 make the top ``limit`` (cypher/retrieval/khop_hop.cypher). The result is the exact one; the
 sketch only decides whose embedding is worth reading. The bound is about 0.015 in cosine for
@@ -39,6 +44,12 @@ def embedding_sketch(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     length = scale * np.linalg.norm(codes.astype(np.float64), axis=1)
     error = scale / 2.0 * math.sqrt(rows.shape[1]) + np.abs(length - 1.0) + ROUNDING
     return codes, error
+
+
+def query_sketch(unit_query) -> dict:
+    """The query's sketch parameters for cypher/retrieval/khop_hop.cypher."""
+    codes, error = embedding_sketch(np.asarray(unit_query, dtype=np.float64).reshape(1, -1))
+    return {"query_sketch": codes[0].tobytes(), "query_sketch_error": float(error[0])}
 
 
 def sketch_properties(unit: np.ndarray) -> list[dict]:
