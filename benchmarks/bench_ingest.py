@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import folder_size, machine, write_result  # noqa: E402
+from benchmarks.common import cpu_probe, folder_size, machine, probe_line, write_result  # noqa: E402
 from loaders.synthetic import embed_synthetic, typed_graph  # noqa: E402
 from seeder_dgl.graphstore.connection import Neo4jSettings, open_driver  # noqa: E402
 from seeder_dgl.graphstore.server import LocalNeo4j  # noqa: E402
@@ -33,7 +33,9 @@ def main() -> None:
     parser.add_argument("--dataset", default="synthetic", choices=["synthetic", "metaqa"])
     parser.add_argument("--ef-construction", type=int, default=EF_CONSTRUCTION,
                         help="HNSW build width of the vector index (results go to ingest-ef<N> when not the default)")
+    parser.add_argument("--tag", default=None, help="suffix of the results file, to keep several runs")
     args = parser.parse_args()
+    probe_before = cpu_probe()
 
     t0 = time.perf_counter()
     if args.dataset == "metaqa":
@@ -59,6 +61,7 @@ def main() -> None:
     writer = GraphWriter(driver, args.name)
     writer.reset()
     summary = writer.ingest(kg, emb, rel_emb, model, progress=sys.stderr.isatty(), ef_construction=args.ef_construction)
+    probe_after = cpu_probe()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     settings = Neo4jSettings.from_env()
     store = None if settings.external else folder_size(LocalNeo4j().settings.data_dir / "databases" / "neo4j")
@@ -73,6 +76,7 @@ def main() -> None:
         "embedding_seconds" if args.dataset == "metaqa" else "generate_seconds": round(generate_seconds, 1),
         "end_to_end_seconds": round(generate_seconds + summary.seconds, 1),
         "ef_construction": args.ef_construction,
+        "cpu_probe_ms": {"before": probe_before, "after": probe_after},
     }
     title = ("MetaQA with all-MiniLM-L6-v2 on the CPU" if args.dataset == "metaqa" else "STaRK-Prime scale")
     first = ([f"| MiniLM encoding of {kg.num_nodes:,} names (no cache) | {generate_seconds:.1f} | "
@@ -92,11 +96,12 @@ def main() -> None:
         *([f"| **end to end with encoding** | **{result['end_to_end_seconds']}** | |"] if args.dataset == "metaqa" else []),
         "",
         f"Client peak RSS: {result['client_peak_rss_mb']} MB (includes the generated graph). "
-        f"Server store: {result['server_store_mb']} MB.",
+        f"Server store: {result['server_store_mb']} MB.", "", probe_line(probe_before, probe_after),
     ])
     print(md)
     name = "ingest" if args.dataset == "synthetic" else "ingest-metaqa"
-    write_result(name + (f"-ef{args.ef_construction}" if args.ef_construction != EF_CONSTRUCTION else ""), result, md)
+    write_result(name + (f"-ef{args.ef_construction}" if args.ef_construction != EF_CONSTRUCTION else "")
+                 + (f"-{args.tag}" if args.tag else ""), result, md)
     if not args.keep:
         writer.reset()
 

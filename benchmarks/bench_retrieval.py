@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine, percentile, write_result  # noqa: E402
+from benchmarks.common import cpu_probe, machine, percentile, probe_line, write_result  # noqa: E402
 from seeder_dgl.datasets import cache_root  # noqa: E402
 from seeder_dgl.graphstore.connection import open_driver  # noqa: E402
 from seeder_dgl.graphstore.export import export_graph  # noqa: E402
@@ -60,7 +60,9 @@ def main() -> None:
     parser.add_argument("--partitions", default="1,2",
                         help="hop partitions to time side by side (LiveGraph hop_partitions); the last one "
                              "also runs the concurrency test")
+    parser.add_argument("--tag", default=None, help="suffix of the results file, to keep several runs")
     args = parser.parse_args()
+    probe_before = cpu_probe()
     if args.profile:
         from seeder_dgl.datasets import retrieval_profile
 
@@ -142,8 +144,10 @@ def main() -> None:
     for th in threads:
         th.join()
     wall = time.perf_counter() - t0
+    probe_after = cpu_probe()
 
     result = {
+        "cpu_probe_ms": {"before": probe_before, "after": probe_after},
         "machine": machine(), "dataset": args.dataset, "queries": len(queries), "seeds": args.seeds,
         "seeding": args.seeding, "profile": args.profile,
         "budgets": budgets, "mean_subgraph_nodes": float(np.mean(sizes)),
@@ -183,10 +187,11 @@ def main() -> None:
         f"Mean subgraph: {result['mean_subgraph_nodes']:.0f} nodes.", "",
         f"Concurrency ({partitions[-1]} partitions): {cc['clients']} clients for {cc['seconds']} s: {cc['completed']} queries, "
         f"{cc['throughput_qps']:.1f} queries/s, p50 {cc['p50_ms']:.1f} ms, p95 {cc['p95_ms']:.1f} ms, "
-        f"{cc['errors']} errors.",
+        f"{cc['errors']} errors.", "", probe_line(probe_before, probe_after),
     ])
     print(md)
-    write_result(f"retrieval-{args.dataset}" + (f"-{args.profile}" if args.profile else ""), result, md)
+    write_result(f"retrieval-{args.dataset}" + (f"-{args.profile}" if args.profile else "")
+                 + (f"-{args.tag}" if args.tag else ""), result, md)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,26 @@ def machine() -> dict:
             "python": platform.python_version(), "java": java[0] if java else "n/a", "os": platform.platform()}
 
 
+def cpu_probe() -> float:
+    """Milliseconds one core takes for a fixed Python loop (best of three), recorded before and
+    after a benchmark: this shared 2-core machine has run the same loop from 330 to 1,030 ms
+    within one day, so absolute latencies are comparable only between runs with similar probes."""
+    import time
+
+    best = float("inf")
+    for _ in range(3):
+        start, total = time.perf_counter(), 0
+        for i in range(5_000_000):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return round(best * 1000, 1)
+
+
+def probe_line(before: float, after: float) -> str:
+    return (f"CPU probe (a fixed 5M-step Python loop on one core; lower is faster): {before:.0f} ms "
+            f"before, {after:.0f} ms after.")
+
+
 def folder_size(path: Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
