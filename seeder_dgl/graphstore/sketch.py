@@ -48,7 +48,7 @@ def embedding_sketch(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def query_sketch(unit_query) -> dict:
     """The query's sketch parameters for cypher/retrieval/khop_hop.cypher."""
-    codes, error = embedding_sketch(np.asarray(unit_query, dtype=np.float64).reshape(1, -1))
+    codes, error = embedding_sketch(np.asarray(unit_query))  # one row: embedding_sketch takes 1-d too
     return {"query_sketch": codes[0].tobytes(), "query_sketch_error": float(error[0])}
 
 

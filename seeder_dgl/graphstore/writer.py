@@ -148,7 +148,8 @@ class GraphWriter:
     # ---- small helpers --------------------------------------------------------------------
     def _run(self, statement: str, what: str, identifiers: dict | None = None, **params):
         try:
-            return self.driver.execute_query(query(statement, **(identifiers or {})), database_=self.database, **quiet(params))
+            return self.driver.execute_query(query(statement, **(identifiers or {})), database_=self.database,
+                                             **quiet(params))
         except (Neo4jError, DriverError, OSError) as exc:
             raise IngestError(describe_neo4j_error(exc, what)) from exc
 
