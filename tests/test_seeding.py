@@ -61,6 +61,15 @@ def test_fulltext_seeding_on_neo4j_finds_rare_names(neo4j_driver, dataset_label)
         hybrid = seed(graph, question, q, 3, "hybrid")
         assert 3 in [i for i, _ in hybrid] and len(hybrid) == 3
         assert seed(graph, "???", q, 2, "fulltext") == []
+        # the raw hits: one columnar row, by Lucene score, each with its exact cosine
+        hits = graph.fulltext_hits("Michael Mann Heat actors", q)
+        assert {h["id"] for h in hits} == {2, 3, 4}
+        scores = [h["text_score"] for h in hits]
+        assert scores == sorted(scores, reverse=True)
+        for h in hits:
+            assert h["name"] == names[h["id"]]
+            assert h["similarity"] == pytest.approx(float(emb[h["id"]] @ q), abs=1e-5)
+        assert graph.fulltext_hits("zebra", q) == []  # words, but no name matches
 
         # eval --profile: each question's linked seeds, fetched once, keyed for every graph baseline
         from loaders.kg import Query

@@ -252,7 +252,7 @@ class LiveGraph:
         lucene = lucene_query(question)
         if not lucene:
             return []
-        rows = self._run("seeding/fulltext", "full-text seeding", index=f"{self.label}_name", lucene=lucene,
-                         candidates=int(candidates), embedding=self.query_vector(embedding))
-        return [{"id": int(r["id"]), "name": r["name"], "text_score": float(r["text_score"]),
-                 "similarity": float(r["similarity"])} for r in rows]
+        hits = self._lists("seeding/fulltext", "full-text seeding", index=f"{self.label}_name", lucene=lucene,
+                           candidates=int(candidates), embedding=self.query_vector(embedding))
+        return [{"id": int(i), "name": name, "text_score": float(text), "similarity": float(sim)}
+                for i, name, text, sim in zip(hits["ids"], hits["names"], hits["text_scores"], hits["similarities"])]
