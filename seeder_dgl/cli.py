@@ -162,27 +162,27 @@ def ingest(
     spec = get_spec(dataset)
     stored_as = name or dataset
     driver = open_driver()  # fail fast, before minutes of loading and encoding
-    t0 = time.perf_counter()
-    with console.status(f"Loading {spec.description}..."):
-        kg = spec.load_graph(source)
-    load_seconds = time.perf_counter() - t0
-    console.print(f"Loaded {dataset}: {kg.num_nodes:,} nodes, {kg.num_edges:,} triples, "
-                  f"{len(kg.relation_names)} relations ({load_seconds:.1f} s)")
-    t0 = time.perf_counter()
-    encoder = TextEncoder(resolve_model(model))
-    if embeddings:
-        from seeder_dgl.embeddings import load_precomputed
+    with driver:  # closed on every way out, errors in loading and encoding included
+        t0 = time.perf_counter()
+        with console.status(f"Loading {spec.description}..."):
+            kg = spec.load_graph(source)
+        load_seconds = time.perf_counter() - t0
+        console.print(f"Loaded {dataset}: {kg.num_nodes:,} nodes, {kg.num_edges:,} triples, "
+                      f"{len(kg.relation_names)} relations ({load_seconds:.1f} s)")
+        t0 = time.perf_counter()
+        encoder = TextEncoder(resolve_model(model))
+        if embeddings:
+            from seeder_dgl.embeddings import load_precomputed
 
-        node_emb = load_precomputed(embeddings, num_nodes=kg.num_nodes)
-        console.print(f"Imported {node_emb.shape[0]:,} precomputed {node_emb.shape[1]}-d embeddings from {embeddings}")
-    else:
-        node_emb = encoder.encode(kg.node_texts, batch_size=batch_size, show_progress=True)
-    rel_emb = encoder.encode_relations(kg.relation_names)
-    if rel_emb.shape[1] != node_emb.shape[1]:
-        raise SeederError(f"the precomputed embeddings are {node_emb.shape[1]}-d but {model_label(model)} gives "
-                          f"{rel_emb.shape[1]}-d vectors: pass the --model that made them")
-    encode_seconds = time.perf_counter() - t0
-    with driver:
+            node_emb = load_precomputed(embeddings, num_nodes=kg.num_nodes)
+            console.print(f"Imported {node_emb.shape[0]:,} precomputed {node_emb.shape[1]}-d embeddings from {embeddings}")
+        else:
+            node_emb = encoder.encode(kg.node_texts, batch_size=batch_size, show_progress=True)
+        rel_emb = encoder.encode_relations(kg.relation_names)
+        if rel_emb.shape[1] != node_emb.shape[1]:
+            raise SeederError(f"the precomputed embeddings are {node_emb.shape[1]}-d but {model_label(model)} gives "
+                              f"{rel_emb.shape[1]}-d vectors: pass the --model that made them")
+        encode_seconds = time.perf_counter() - t0
         summary = GraphWriter(driver, stored_as).ingest(kg, node_emb, rel_emb, model_label(model),
                                                       reset=reset, quantization=quantization,
                                                       ef_construction=ef_construction)

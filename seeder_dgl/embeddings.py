@@ -97,7 +97,8 @@ class _ShardCache:
         self.files.clear()
         for path in sorted(self.folder.glob("shard-*.npz")):
             try:
-                with np.load(path) as data:
+                # our own handle: np.load leaves its file open when a damaged archive fails to parse
+                with open(path, "rb") as handle, np.load(handle) as data:
                     keys, vectors = data["keys"], data["vectors"]
             except FileNotFoundError:  # merged away by another process meanwhile
                 continue

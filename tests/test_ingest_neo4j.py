@@ -131,6 +131,7 @@ def test_killed_ingest_resumes_to_the_same_counts(neo4j_target, neo4j_driver, da
         time.sleep(0.05)
     proc.kill()
     proc.wait()
+    proc.stdout.close()
     partial = _counts(neo4j_driver, label)
     assert 0 < partial[0] < 2000 or partial[1] < 20000
 

@@ -151,7 +151,8 @@ def test_training_learns_and_writes_records(task, tmp_path):
         assert key in metrics["epochs"][0]
     for key in ("hit@1", "hit@5", "mrr", "recall@20", "hit@any", "recall@any"):
         assert key in metrics["epochs"][0]["val"]
-    rows = list(csv.DictReader((tmp_path / "history.csv").open()))
+    with (tmp_path / "history.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
     assert len(rows) == 5 and float(rows[-1]["val_recall@20"]) == pytest.approx(result.final_metrics["recall@20"])
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
