@@ -38,7 +38,18 @@ def _random_graph(name: str):
     return kg, random_embeddings(1500, seed=8)
 
 
-@pytest.mark.parametrize("build", [_random_graph, _tie_and_hub_graph], ids=["random", "ties-and-hub"])
+def _short_path_graph(name: str):
+    """Fewer neighbours than any budget, and partitions left with no candidate at all: a path
+    0-1-2-3-4 and two isolated nodes, which dense seeding may pick."""
+    n = 7
+    kg = KnowledgeGraph(name, [f"n{i}" for i in range(n)], [f"n{i}" for i in range(n)], np.zeros(n, np.int64),
+                        ["thing"], np.array([0, 1, 2, 3]), np.array([1, 2, 3, 4]), np.array([0, 1, 0, 1]),
+                        ["r0", "r1"])
+    return kg, random_embeddings(n, seed=12)
+
+
+@pytest.mark.parametrize("build", [_random_graph, _tie_and_hub_graph, _short_path_graph],
+                         ids=["random", "ties-and-hub", "short-path"])
 def test_cypher_khop_equals_reference(neo4j_driver, dataset_label, build):
     """Also with each hop split into 1, 2 and 3 concurrent partitions: always the same result."""
     kg, emb = build(dataset_label)
