@@ -25,6 +25,10 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# Each transaction of the test server may use at most this much heap: a statement whose memory
+# estimate grows with candidates x rows fails a test instead of a busy server
+# (tests/test_khop_cypher_vs_reference.py, the wide hub).
+TEST_TX_MEMORY = "128m"
 NEO4J_IMAGE = "neo4j:5.26-community"
 
 
@@ -59,7 +63,8 @@ def _docker_answers() -> bool:
 def _start_testcontainer(stack: list) -> Neo4jTarget:
     from testcontainers.neo4j import Neo4jContainer
 
-    container = Neo4jContainer(NEO4J_IMAGE, password="seeder-dgl")
+    container = Neo4jContainer(NEO4J_IMAGE, password="seeder-dgl").with_env(
+        "NEO4J_db_memory_transaction_max", TEST_TX_MEMORY)
     container.start()
     stack.append(container.stop)
     return Neo4jTarget(container.get_connection_url(), "neo4j", "seeder-dgl", "testcontainers")
@@ -71,6 +76,7 @@ def _start_local(stack: list) -> Neo4jTarget:
     settings = ServerSettings.from_env(instance="pytest")
     settings.port = int(os.environ.get("SEEDER_TEST_NEO4J_PORT") or _free_port())
     settings.heap = settings.pagecache = "1g"
+    settings.tx_memory = TEST_TX_MEMORY
     # A fresh database each session: tests must not depend on what an earlier run left.
     if not (settings.pid_file.exists()):
         shutil.rmtree(settings.instance_dir, ignore_errors=True)

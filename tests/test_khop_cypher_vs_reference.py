@@ -134,3 +134,28 @@ def test_nodes_without_a_sketch_still_give_the_reference_result_and_ingest_adds_
         assert writer.ingest(kg, emb, rel_emb, "test-model", progress=False).extra["sketched"] == 0
     finally:
         writer.reset()
+
+
+def test_a_hop_through_a_wide_hub_stays_within_the_transaction_memory_cap(neo4j_driver, dataset_label):
+    """A hop from a hub with 28,000 neighbours, under the test server's per-transaction cap
+    (conftest.TEST_TX_MEMORY = 128m). The statement keeps the candidates once: a version whose
+    bounded Top held the lists of all candidates in every kept row went over the cap here."""
+    leaves = 28_000
+    n = leaves + 1
+    kg = KnowledgeGraph(dataset_label, [f"n{i}" for i in range(n)], [f"n{i}" for i in range(n)],
+                        np.zeros(n, np.int64), ["thing"], np.zeros(leaves, np.int64), np.arange(1, n),
+                        np.arange(leaves) % 3, ["r0", "r1", "r2"])
+    emb = random_embeddings(n, seed=21)
+    rel_emb = random_embeddings(3, seed=22)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, hop_partitions=1)
+        q = random_embeddings(1, seed=23)[0]
+        seeds = [(0, float(emb[0] @ q))]
+        sub = live.khop_filter(q, seeds, [200], with_edges=False)
+        ref = khop_select(GraphArrays.from_kg(kg), emb, rel_emb, q, [0], [200], seed_scores=[seeds[0][1]])
+        assert sub.node_ids.tolist() == ref.node_ids.tolist()
+        np.testing.assert_allclose(sub.score, ref.score, atol=1e-6)
+    finally:
+        writer.reset()

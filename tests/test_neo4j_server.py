@@ -112,3 +112,20 @@ def test_a_setting_that_is_not_a_number_is_one_line_error(tmp_path, monkeypatch,
     assert result.exit_code == 1 and len(lines) == 1 and variable in lines[0], result.output
     monkeypatch.setenv(variable, "7688")
     assert getattr(ServerSettings.from_env(), "port" if variable.endswith("PORT") else "vector_buffer_mb") == 7688
+
+
+def test_transaction_memory_cap_is_validated_and_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEEDER_NEO4J_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SEEDER_NEO4J_TX_MEMORY", "256m; rm -rf /")
+    with pytest.raises(Neo4jServerError, match="SEEDER_NEO4J_TX_MEMORY must be a size such as 256m"):
+        ServerSettings.from_env()
+    monkeypatch.setenv("SEEDER_NEO4J_TX_MEMORY", "256m")
+    settings = ServerSettings.from_env()
+    LocalNeo4j(settings).write_config()
+    conf = (settings.conf_dir / "neo4j.conf").read_text().splitlines()
+    assert "db.memory.transaction.max=256m" in conf
+    monkeypatch.delenv("SEEDER_NEO4J_TX_MEMORY")
+    settings = ServerSettings.from_env()
+    LocalNeo4j(settings).write_config()
+    assert not any(line.startswith("db.memory.transaction.max") for line in
+                   (settings.conf_dir / "neo4j.conf").read_text().splitlines())

@@ -8,6 +8,7 @@ that started it, and is stopped through its pid file.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -55,6 +56,10 @@ class ServerSettings:
     (``SEEDER_NEO4J_VECTOR_BUFFER_MB``). Neo4j's own 50 MB: a Prime-scale index (129k x 384-d)
     built in 100 s here as 6 segments, and in 131-159 s as 1-3 segments with 128-1024 MB, for
     queries about 5 ms faster; MetaQA's 43k vectors make 2 segments."""
+    tx_memory: str | None = None
+    """Most heap one transaction may use (``db.memory.transaction.max``, e.g. ``256m``;
+    ``SEEDER_NEO4J_TX_MEMORY``). Unset, only Neo4j's pool for all transactions (70% of the heap)
+    applies. The tests set it, so a statement whose memory grows out of proportion fails there."""
 
     @staticmethod
     def _int_env(name: str, default: int) -> int:
@@ -65,6 +70,13 @@ class ServerSettings:
             return int(raw)
         except ValueError:
             raise Neo4jServerError(f"{name} must be a whole number, not {raw!r}: fix or unset it") from None
+
+    @staticmethod
+    def _size_env(name: str) -> str | None:
+        raw = os.environ.get(name) or None
+        if raw is not None and not re.fullmatch(r"[0-9]+[kmgKMG]?", raw):
+            raise Neo4jServerError(f"{name} must be a size such as 256m or 1g, not {raw!r}: fix or unset it")
+        return raw
 
     @classmethod
     def from_env(cls, home: Path | None = None, instance: str = "default") -> "ServerSettings":
@@ -77,6 +89,7 @@ class ServerSettings:
             heap=os.environ.get("SEEDER_NEO4J_HEAP", "2g"),
             pagecache=os.environ.get("SEEDER_NEO4J_PAGECACHE", "2g"),
             vector_buffer_mb=cls._int_env("SEEDER_NEO4J_VECTOR_BUFFER_MB", 50),
+            tx_memory=cls._size_env("SEEDER_NEO4J_TX_MEMORY"),
         )
 
     @property
@@ -230,6 +243,7 @@ class LocalNeo4j:
             # A query searches the HNSW graph of every Lucene segment of a vector index, so fewer,
             # larger segments answer faster but take longer to build (see vector_buffer_mb).
             f"internal.dbms.index.vector.population_ram_buffer_size={s.vector_buffer_mb}",
+            *([f"db.memory.transaction.max={s.tx_memory}"] if s.tx_memory else []),
             "",
         ])
         tmp = s.conf_dir / "neo4j.conf.tmp"
