@@ -98,3 +98,18 @@ def test_unknown_dataset_and_wrong_dimension_are_one_line_errors(neo4j_driver, d
     graph = LiveGraph(neo4j_driver, dataset_label)
     with pytest.raises(LiveGraphError, match="has 8 dimensions but"):
         graph.dense_seeds(np.ones(8, np.float32), 3)
+
+
+def test_running_out_of_transaction_memory_is_a_one_line_error_that_says_what_to_do(neo4j_driver):
+    """The test server caps each transaction at conftest.TEST_TX_MEMORY; a statement that collects
+    more fails there, and the error names the cause and the remedy."""
+    from neo4j.exceptions import Neo4jError
+
+    from seeder_dgl.graphstore.connection import describe_neo4j_error
+
+    with pytest.raises(Neo4jError) as caught:
+        neo4j_driver.execute_query("UNWIND range(1, $n) AS i WITH collect(i) AS xs RETURN size(xs)", n=50_000_000)
+    line = describe_neo4j_error(caught.value, "K-hop expansion, hop 2")
+    assert "\n" not in line
+    assert line.startswith("K-hop expansion, hop 2: Neo4j ran out of transaction memory")
+    assert "SEEDER_NEO4J_HEAP" in line and "128.0 MiB" in line

@@ -79,6 +79,9 @@ def describe_neo4j_error(exc: Exception, what: str) -> str:
         return f"{what}: the connection to Neo4j was lost; check the server and run the command again"
     if isinstance(exc, Neo4jError):
         message = (exc.message or str(exc)).strip().splitlines()[0]
+        if "MemoryPoolOutOfMemoryError" in (exc.code or ""):
+            return (f"{what}: Neo4j ran out of transaction memory ({message[:200]}): run fewer queries at "
+                    "once, or give the server more heap (SEEDER_NEO4J_HEAP, or dbms.memory.transaction.total.max)")
         return f"{what}: {exc.code}: {message[:300]}"
     return f"{what}: {exc}"
 
