@@ -120,7 +120,8 @@ def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, sett
         table.add_row(*[f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in columns])
     Console().print(table)
     md = [f"# Seed and subgraph coverage: {dataset} {split}", "",
-          f"Command: `seeder-dgl eval {dataset} --split {split} --coverage` ({per_group} questions per hop, "
+          f"Command: `seeder-dgl eval {dataset} --split {split} --coverage"
+          + (f" --engine {engine}" if engine != "memory" else "") + f"` ({per_group} questions per hop, "
           f"seed {seed_value}; K-hop {engine}).", "",
           "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     md += ["| " + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in columns) + " |"
