@@ -112,4 +112,4 @@ def test_running_out_of_transaction_memory_is_a_one_line_error_that_says_what_to
     line = describe_neo4j_error(caught.value, "K-hop expansion, hop 2")
     assert "\n" not in line
     assert line.startswith("K-hop expansion, hop 2: Neo4j ran out of transaction memory")
-    assert "SEEDER_NEO4J_HEAP" in line and "128.0 MiB" in line
+    assert "SEEDER_NEO4J_TX_MEMORY" in line and "128.0 MiB" in line

@@ -81,7 +81,8 @@ def describe_neo4j_error(exc: Exception, what: str) -> str:
         message = (exc.message or str(exc)).strip().splitlines()[0]
         if "MemoryPoolOutOfMemoryError" in (exc.code or ""):
             return (f"{what}: Neo4j ran out of transaction memory ({message[:200]}): run fewer queries at "
-                    "once, or give the server more heap (SEEDER_NEO4J_HEAP, or dbms.memory.transaction.total.max)")
+                    "once, or raise the limit it names (SEEDER_NEO4J_TX_MEMORY sets db.memory.transaction.max; "
+                    "the pool for all transactions is 70% of SEEDER_NEO4J_HEAP)")
         return f"{what}: {exc.code}: {message[:300]}"
     return f"{what}: {exc}"
 
