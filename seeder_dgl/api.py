@@ -163,8 +163,8 @@ class Retriever:
                 if method == "khop":
                     ranked = rank_khop(sub.node_ids, sub.score)[:k]
                 else:
-                    node_emb, _, _ = self.graph.node_features(sub.node_ids)
-                    ranked = self.policy.rank([sub], [node_emb], q[None, :], k=k)[0]
+                    node_emb, types, _ = self.graph.node_features(sub.node_ids)
+                    ranked = self.policy.rank([sub], [node_emb], q[None, :], k=k, node_types=[types])[0]
         nodes = self._describe(ranked)
         triples = self.graph.triples([n.id for n in nodes])
         return Retrieval(question, method, nodes, time.perf_counter() - start, size, triples)

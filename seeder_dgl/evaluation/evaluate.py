@@ -235,13 +235,24 @@ class EvalGraph:
     """float32 [N, d] (the dataset's node embeddings)."""
     rel_emb: np.ndarray
     """float32 [R, d] (relation-name embeddings)."""
+    node_type: np.ndarray | None = None
+    """int64 [N]: index into ``node_type_names`` (-1: no node with that id); None: types unknown."""
+    node_type_names: list[str] | None = None
 
     @classmethod
     def from_export(cls, export) -> "EvalGraph":
         """From ``graphstore.export.GraphExport`` (relationships of unknown type are left out)."""
         keep = np.asarray(export.rel) >= 0
         arrays = GraphArrays.from_arrays(export.num_nodes, export.src[keep], export.dst[keep], export.rel[keep])
-        return cls(arrays, export.node_emb, np.asarray(export.relation_emb, dtype=np.float32))
+        return cls(arrays, export.node_emb, np.asarray(export.relation_emb, dtype=np.float32),
+                   np.asarray(export.node_type, dtype=np.int64), list(export.node_type_names))
+
+    def type_table(self, policy) -> np.ndarray | None:
+        """Type ids of every node in ``policy``'s (``LoadedPolicy``) type vocabulary, or None."""
+        prep = policy.preprocessing
+        if prep.node_type_names is None or self.node_type is None:
+            return None
+        return prep.type_table(self.node_type, self.node_type_names or [])
 
 
 class SeederMethod:
@@ -262,6 +273,7 @@ class SeederMethod:
         self.seeds, self.budgets, self.depth = int(seeds), list(budgets), int(depth)
         self.cached = dict(cached or {})
         self.cache_hits = 0
+        self.node_types = graph.type_table(policy)
 
     def subgraph(self, i: int) -> QuerySubgraph:
         qid = int(self.queries[i].id)
@@ -277,7 +289,8 @@ class SeederMethod:
 
     def __call__(self, i: int) -> Ranking:
         sub = self.subgraph(i)
-        ranked = self.policy.rank([sub], self.graph.node_emb, self.query_emb[i][None, :], k=self.depth)
+        ranked = self.policy.rank([sub], self.graph.node_emb, self.query_emb[i][None, :], k=self.depth,
+                                  node_types=self.node_types)
         return _as_ranking(ranked[0]) if ranked else []
 
 

@@ -79,6 +79,11 @@ class SubgraphBatch:
     """int64 [B]: nodes per subgraph (the offsets are their exclusive cumsum)."""
     batch_num_edges: Tensor
     """int64 [B]: edges per subgraph; edges are stored graph after graph."""
+    node_type: Tensor | None = None
+    """int64 [n]: node type id in the policy's type vocabulary (``Preprocessing``); None: no types."""
+    origin: Tensor | None = None
+    """int64 [n]: for a batch made by ``select_graphs``/``replicate``, each node's index in the batch it
+    was made from (per-node results of that batch are gathered with it); None: an original batch."""
 
     @property
     def num_graphs(self) -> int:
@@ -102,8 +107,12 @@ class SubgraphBatch:
             moved[f.name] = value
         return SubgraphBatch(**moved)
 
-    def select_graphs(self, index: Tensor) -> "SubgraphBatch":
-        """A new batch made of graphs ``index`` (repeats allowed), in that order."""
+    def select_graphs(self, index: Tensor, features: bool = True) -> "SubgraphBatch":
+        """A new batch made of graphs ``index`` (repeats allowed), in that order.
+
+        ``features=False`` leaves ``x`` out (an empty [0, d] tensor): for callers that gather
+        per-node features of the original batch through ``origin`` instead of copying them.
+        """
         index = index.to(self.batch_num_nodes.device, torch.int64)
         node_ptr = _exclusive_cumsum(self.batch_num_nodes)
         edge_ptr = _exclusive_cumsum(self.batch_num_edges)
@@ -116,19 +125,21 @@ class SubgraphBatch:
         graph_index = torch.arange(index.numel(), device=index.device).repeat_interleave(new_nodes, output_size=node_take.numel())
         return SubgraphBatch(
             src=self.src[edge_take] + shift, dst=self.dst[edge_take] + shift, rel=self.rel[edge_take],
-            num_nodes=int(node_take.numel()), graph_index=graph_index, x=self.x[node_take],
+            num_nodes=int(node_take.numel()), graph_index=graph_index, x=self.x[node_take] if features else self.x[:0],
             query=self.query[index], hop=self.hop[node_take], score=self.score[node_take],
             labels=self.labels[node_take], num_answers=self.num_answers[index], node_ids=self.node_ids[node_take],
             batch_num_nodes=new_nodes, batch_num_edges=new_edges,
+            node_type=None if self.node_type is None else self.node_type[node_take],
+            origin=node_take if self.origin is None else self.origin[node_take],
         )
 
-    def replicate(self, times: int) -> "SubgraphBatch":
+    def replicate(self, times: int, features: bool = True) -> "SubgraphBatch":
         """Each graph ``times`` times, query-major: graph ``b * times + m`` is copy ``m`` of graph ``b``.
 
         This is how M trajectories per query share one forward pass per step.
         """
         index = torch.arange(self.num_graphs, device=self.batch_num_nodes.device).repeat_interleave(times)
-        return self.select_graphs(index)
+        return self.select_graphs(index, features)
 
     def induced(self, mask: Tensor) -> GraphView:
         """The subgraph induced by the nodes of ``mask`` [n] (edges with both endpoints inside)."""
@@ -141,11 +152,12 @@ class SubgraphBatch:
 
 
 def collate(records: list[QuerySubgraph], node_features: np.ndarray, query_features: np.ndarray,
-            dtype: torch.dtype = torch.float32) -> SubgraphBatch:
+            dtype: torch.dtype = torch.float32, node_types=None) -> SubgraphBatch:
     """Stack query subgraphs into one ``SubgraphBatch``.
 
     ``node_features`` is the dataset's [N, d] embedding matrix (a memmap works: only the rows of
-    the batch are read); ``query_features`` is [B, d], row b for ``records[b]``.
+    the batch are read); ``query_features`` is [B, d], row b for ``records[b]``; ``node_types``
+    (optional) is indexed like ``node_features`` and gives each node's type id.
     """
     if len(records) != len(query_features):
         raise ValueError(f"{len(records)} records but {len(query_features)} query feature rows")
@@ -178,6 +190,7 @@ def collate(records: list[QuerySubgraph], node_features: np.ndarray, query_featu
         node_ids=torch.from_numpy(node_ids),
         batch_num_nodes=torch.from_numpy(num_nodes),
         batch_num_edges=torch.from_numpy(num_edges),
+        node_type=None if node_types is None else torch.from_numpy(np.asarray(node_types[node_ids], dtype=np.int64)),
     )
 
 

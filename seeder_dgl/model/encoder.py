@@ -8,8 +8,15 @@ Per layer, for edge j→i with relation embedding e_ij::
     h_i ← Norm(h_i + W_O h̄_i);  h_i ← Norm(h_i + FFN(h_i))
 
 The query enters every node before the first layer (``'add'``: z_v + W_q z_q; ``'concat'``:
-[z_v ‖ W_q z_q ‖ cos(z_v, z_q)]), together with cheap structural features, then one projection
-to the hidden width. The same encoder serves every expansion step and the final scoring.
+[z_v ‖ W_q z_q ‖ cos(z_v, z_q)]; ``'product'``: [z_v ‖ z_v ⊙ W_q z_q ‖ cos(z_v, z_q)], where the
+product lets every coordinate of the node interact with the query — with ``'concat'`` a linear
+projection can only add the same query offset to every node), together with cheap structural
+features and an optional node-type embedding, then one projection to the hidden width.
+
+With ``query_relations`` the relation embeddings are conditioned on the query (FiLM:
+e_{r,q} = e_r ⊙ (1 + W_γ z_q) + W_β z_q), so the question decides which relations the attention
+follows — what multi-hop questions need, since the answer is a relation path away from the seed.
+The same encoder serves every expansion step and the final scoring.
 """
 from __future__ import annotations
 
@@ -22,7 +29,7 @@ from torch import Tensor, nn
 from seeder_dgl.model.batch import GraphView, SubgraphBatch
 from seeder_dgl.model.ops import MessagePassingOps
 
-QUERY_INJECTIONS = ("add", "concat")
+QUERY_INJECTIONS = ("add", "concat", "product")
 
 
 class NodeInput(nn.Module):
@@ -30,30 +37,56 @@ class NodeInput(nn.Module):
 
     Structural features (all free given the K-hop subgraph): seed flag, "already selected"
     flag (selected V_t vs frontier U_t: the policy must know which nodes it may still add),
-    hop one-hot (clamped to ``num_hop_buckets - 1``) and the K-hop-with-filtering score.
+    hop one-hot (clamped to ``num_hop_buckets - 1``) and the K-hop-with-filtering score. With
+    ``num_node_types`` > 0 a learned embedding of the node's type is added after the projection.
+
+    The projection is linear, so it splits into a part that depends on the node and its query
+    only (``static``: computed once per batch of queries, shared by every trajectory and step)
+    and a part that depends on the step (``forward``: the structural features).
     """
 
-    def __init__(self, in_dim: int, hidden_dim: int, query_injection: str = "concat", num_hop_buckets: int = 4):
+    def __init__(self, in_dim: int, hidden_dim: int, query_injection: str = "concat", num_hop_buckets: int = 4,
+                 num_node_types: int = 0):
         super().__init__()
         if query_injection not in QUERY_INJECTIONS:
             raise ValueError(f"query_injection must be one of {QUERY_INJECTIONS}, not {query_injection!r}")
         self.query_injection = query_injection
         self.num_hop_buckets = num_hop_buckets
+        self.in_dim = in_dim
         self.w_q = nn.Linear(in_dim, in_dim, bias=False)
-        fused = in_dim if query_injection == "add" else 2 * in_dim + 1
+        self.fused = in_dim if query_injection == "add" else 2 * in_dim + 1
         self.num_structural = 3 + num_hop_buckets
-        self.proj = nn.Linear(fused + self.num_structural, hidden_dim)
+        self.proj = nn.Linear(self.fused + self.num_structural, hidden_dim)
+        self.node_type = nn.Embedding(num_node_types, hidden_dim) if num_node_types > 0 else None
+        if self.node_type is not None:
+            nn.init.normal_(self.node_type.weight, std=0.1)
 
-    def forward(self, z_v: Tensor, z_q: Tensor, seed: Tensor, selected: Tensor, hop: Tensor, score: Tensor) -> Tensor:
-        q = self.w_q(z_q)
+    def static(self, z_v: Tensor, query: Tensor, graph: Tensor) -> Tensor:
+        """The query-injection part of the projection [n, hidden] (bias included) for nodes with
+        embeddings ``z_v`` [n, d] in graphs ``graph`` [n] whose queries are ``query`` [G, d]."""
+        w = self.proj.weight
+        d = self.in_dim
+        q = self.w_q(query)  # [G, d]: once per query, not per node
         if self.query_injection == "add":
-            fused = z_v + q
-        else:
-            fused = torch.cat([z_v, q, F.cosine_similarity(z_v, z_q, dim=-1).unsqueeze(-1)], dim=-1)
-        hop_onehot = F.one_hot(hop.clamp(0, self.num_hop_buckets - 1), self.num_hop_buckets).to(z_v.dtype)
-        structural = torch.cat([seed.to(z_v.dtype).unsqueeze(-1), selected.to(z_v.dtype).unsqueeze(-1),
-                                hop_onehot, score.to(z_v.dtype).unsqueeze(-1)], dim=-1)
-        return self.proj(torch.cat([fused, structural], dim=-1))
+            # (z_v + q) W^T = z_v W^T + (q W^T)[graph]
+            return F.linear(z_v, w[:, :d], self.proj.bias) + F.linear(q, w[:, :d])[graph]
+        cos = F.cosine_similarity(z_v, query[graph], dim=-1).unsqueeze(-1)
+        out = F.linear(z_v, w[:, :d], self.proj.bias) + cos * w[:, 2 * d]
+        if self.query_injection == "product":
+            return out + F.linear(z_v * q[graph], w[:, d:2 * d])
+        return out + F.linear(q, w[:, d:2 * d])[graph]
+
+    def forward(self, static: Tensor, seed: Tensor, selected: Tensor, hop: Tensor, score: Tensor,
+                node_type: Tensor | None = None) -> Tensor:
+        """``static`` rows of the nodes [n, hidden] plus the structural part of the projection."""
+        dtype = static.dtype
+        hop_onehot = F.one_hot(hop.clamp(0, self.num_hop_buckets - 1), self.num_hop_buckets).to(dtype)
+        structural = torch.cat([seed.to(dtype).unsqueeze(-1), selected.to(dtype).unsqueeze(-1),
+                                hop_onehot, score.to(dtype).unsqueeze(-1)], dim=-1)
+        h = static + F.linear(structural, self.proj.weight[:, self.fused:])
+        if self.node_type is not None and node_type is not None:
+            h = h + self.node_type(node_type)
+        return h
 
 
 class RelationEncoder(nn.Module):
@@ -63,9 +96,16 @@ class RelationEncoder(nn.Module):
     their output is gathered per edge (R is tens, edges are thousands).
     """
 
-    def __init__(self, num_relations: int, dim: int, relation_text: Tensor | None = None):
+    def __init__(self, num_relations: int, dim: int, relation_text: Tensor | None = None,
+                 query_dim: int | None = None):
         super().__init__()
+        self.num_relations = num_relations
         self.table = nn.Embedding(num_relations, dim)
+        # FiLM by the query (query_dim set): e_{r,q} = e_r ⊙ (1 + W_γ z_q) + W_β z_q, starting as e_r.
+        self.film = nn.Linear(query_dim, 2 * dim) if query_dim else None
+        if self.film is not None:
+            nn.init.zeros_(self.film.weight)
+            nn.init.zeros_(self.film.bias)
         if relation_text is not None:
             if relation_text.shape[0] != num_relations:
                 raise ValueError(f"relation_text has {relation_text.shape[0]} rows for {num_relations} relations")
@@ -75,11 +115,15 @@ class RelationEncoder(nn.Module):
             self.register_buffer("relation_text", None)
             self.text_proj = None
 
-    def forward(self) -> Tensor:
+    def forward(self, z_q: Tensor | None = None) -> Tensor:
+        """[R, d], or [G, R, d] conditioned on the queries ``z_q`` [G, q] when built with ``query_dim``."""
         emb = self.table.weight
         if self.text_proj is not None:
             emb = emb + self.text_proj(self.relation_text.to(emb.dtype))
-        return emb
+        if self.film is None or z_q is None:
+            return emb
+        gamma, beta = self.film(z_q).unsqueeze(1).chunk(2, dim=-1)  # [G, 1, d] each
+        return emb.unsqueeze(0) * (1.0 + gamma) + beta
 
 
 class GraphTransformerLayer(nn.Module):
@@ -115,22 +159,44 @@ class SparseGraphTransformer(nn.Module):
 
     def __init__(self, in_dim: int, num_relations: int, hidden_dim: int = 16, num_layers: int = 3, heads: int = 4,
                  dropout: float = 0.1, query_injection: str = "concat", relation_text: Tensor | None = None,
-                 num_hop_buckets: int = 4):
+                 num_hop_buckets: int = 4, num_node_types: int = 0, query_relations: bool = False):
         super().__init__()
         self.hidden_dim = hidden_dim
-        self.node_input = NodeInput(in_dim, hidden_dim, query_injection, num_hop_buckets)
+        self.node_input = NodeInput(in_dim, hidden_dim, query_injection, num_hop_buckets, num_node_types)
         self.input_dropout = nn.Dropout(dropout)
-        self.relations = RelationEncoder(num_relations, hidden_dim, relation_text)
+        self.relations = RelationEncoder(num_relations, hidden_dim, relation_text,
+                                         query_dim=in_dim if query_relations else None)
         self.layers = nn.ModuleList(GraphTransformerLayer(hidden_dim, heads, hidden_dim, dropout) for _ in range(num_layers))
 
-    def forward(self, batch: SubgraphBatch, view: GraphView, selected: Tensor, ops: MessagePassingOps) -> Tensor:
-        """Embeddings [view.num_nodes, hidden_dim] of the view's nodes; ``selected`` [n] marks V_t."""
+    def static(self, batch: SubgraphBatch) -> Tensor:
+        """``NodeInput.static`` of every node of ``batch`` [n, hidden]: compute it once per batch of
+        queries and pass it to ``forward`` for every step and trajectory (``SubgraphBatch.origin``)."""
+        return self.node_input.static(batch.x, batch.query, batch.graph_index)
+
+    def forward(self, batch: SubgraphBatch, view: GraphView, selected: Tensor, ops: MessagePassingOps,
+                static: Tensor | None = None) -> Tensor:
+        """Embeddings [view.num_nodes, hidden_dim] of the view's nodes; ``selected`` [n] marks V_t.
+
+        ``static``: ``self.static`` of the batch ``batch`` was replicated from (rows addressed by
+        ``batch.origin``), or of ``batch`` itself; computed here when not given.
+        """
         nodes = view.nodes
-        h = self.node_input(batch.x[nodes], batch.query[batch.graph_index[nodes]], batch.hop[nodes] == 0,
-                            selected[nodes], batch.hop[nodes], batch.score[nodes])
+        if static is None:
+            static, rows = self.static(batch), nodes
+        else:
+            rows = nodes if batch.origin is None else batch.origin[nodes]
+        node_type = batch.node_type[nodes] if batch.node_type is not None else None
+        h = self.node_input(static[rows], batch.hop[nodes] == 0, selected[nodes], batch.hop[nodes],
+                            batch.score[nodes], node_type)
         h = self.input_dropout(h)
         graph = ops.prepare(view)  # one handle (a dgl.graph for DGLOps) shared by all layers
-        relation_emb = self.relations()
+        rel = view.rel
+        if self.relations.film is not None:
+            # One relation table per graph: edge e reads row (graph of e) * R + relation of e.
+            relation_emb = self.relations(batch.query).reshape(-1, self.hidden_dim)
+            rel = rel + self.relations.num_relations * batch.graph_index[nodes[view.dst]]
+        else:
+            relation_emb = self.relations()
         for layer in self.layers:
-            h = layer(ops, graph, h, relation_emb, view.rel)
+            h = layer(ops, graph, h, relation_emb, rel)
         return h

@@ -14,8 +14,12 @@ class QueryConditionedMLP(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(3 * hidden_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout),
                                  nn.Linear(hidden_dim, out_dim, bias=out_bias))
 
-    def forward(self, h: Tensor, z_q: Tensor) -> Tensor:
+    def forward(self, h: Tensor, z_q: Tensor, graph: Tensor | None = None) -> Tensor:
+        """``h`` [n, hidden]; ``z_q`` [n, d] (one query per node), or [G, d] with ``graph`` [n] naming
+        each node's row (the projection then runs once per query instead of once per node)."""
         q = self.query_proj(z_q)
+        if graph is not None:
+            q = q[graph]
         return self.mlp(torch.cat([h, q, h * q], dim=-1))
 
 
@@ -25,8 +29,8 @@ class ExpansionHead(QueryConditionedMLP):
     def __init__(self, hidden_dim: int, query_dim: int, dropout: float = 0.0):
         super().__init__(hidden_dim, query_dim, 1, dropout, out_bias=False)
 
-    def forward(self, h: Tensor, z_q: Tensor) -> Tensor:
-        return super().forward(h, z_q).squeeze(-1)
+    def forward(self, h: Tensor, z_q: Tensor, graph: Tensor | None = None) -> Tensor:
+        return super().forward(h, z_q, graph).squeeze(-1)
 
 
 class ScoringHead(QueryConditionedMLP):

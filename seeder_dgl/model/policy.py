@@ -94,7 +94,8 @@ class SeederPolicy(nn.Module):
     def __init__(self, in_dim: int, num_relations: int, hidden_dim: int = 16, num_layers: int = 3, heads: int = 4,
                  dropout: float = 0.1, expansion_sizes: Sequence[int] = (7, 10),
                  frontier_caps: Sequence[int | None] | None = (20, 50), query_injection: str = "concat",
-                 relation_text: Tensor | None = None, num_hop_buckets: int = 4):
+                 relation_text: Tensor | None = None, num_hop_buckets: int = 4, num_node_types: int = 0,
+                 query_relations: bool = False):
         super().__init__()
         self.expansion_sizes = tuple(int(c) for c in expansion_sizes)
         caps = tuple(frontier_caps) if frontier_caps is not None else (None,) * len(self.expansion_sizes)
@@ -102,18 +103,21 @@ class SeederPolicy(nn.Module):
             raise ValueError(f"{len(caps)} frontier caps for {len(self.expansion_sizes)} expansion steps")
         self.frontier_caps = caps
         self.encoder = SparseGraphTransformer(in_dim, num_relations, hidden_dim, num_layers, heads, dropout,
-                                              query_injection, relation_text, num_hop_buckets)
+                                              query_injection, relation_text, num_hop_buckets, num_node_types,
+                                              query_relations)
         self.expansion_head = ExpansionHead(hidden_dim, in_dim, dropout)
         self.scoring_head = ScoringHead(hidden_dim, in_dim, dropout)
 
     @classmethod
     def from_config(cls, cfg: "TrainConfig", in_dim: int, num_relations: int,
-                    relation_text: Tensor | None = None) -> "SeederPolicy":
+                    relation_text: Tensor | None = None, num_node_types: int = 0) -> "SeederPolicy":
+        """``num_node_types``: type slots (vocabulary + unknown); used only when ``cfg.node_types``."""
         if cfg.relation_text and relation_text is None:
             raise ValueError("cfg.relation_text is set: pass the [num_relations, d] relation-name embeddings")
         return cls(in_dim, num_relations, hidden_dim=cfg.hidden_dim, num_layers=cfg.num_layers, heads=cfg.heads,
                    dropout=cfg.dropout, expansion_sizes=cfg.expansion_sizes, frontier_caps=cfg.frontier_caps,
-                   query_injection=cfg.query_injection, relation_text=relation_text if cfg.relation_text else None)
+                   query_injection=cfg.query_injection, relation_text=relation_text if cfg.relation_text else None,
+                   num_node_types=num_node_types if cfg.node_types else 0, query_relations=cfg.query_relations)
 
     @property
     def num_steps(self) -> int:
@@ -123,23 +127,27 @@ class SeederPolicy(nn.Module):
         return capped_frontier(batch, selected, self.frontier_caps[step])
 
     def expand(self, batch: SubgraphBatch, selected: Tensor, step: int,
-               ops: MessagePassingOps | None = None) -> Expansion:
-        """Frontier U_t of ``selected`` (= V_t, bool [n]) and its logits, encoding G_t = G[V_t ∪ U_t]."""
+               ops: MessagePassingOps | None = None, static: Tensor | None = None) -> Expansion:
+        """Frontier U_t of ``selected`` (= V_t, bool [n]) and its logits, encoding G_t = G[V_t ∪ U_t].
+
+        ``static``: ``self.encoder.static`` of the batch ``batch`` was replicated from (see there).
+        """
         ops = ops or select_ops(batch.device)
         frontier = self.frontier(batch, selected, step)
         active = selected.clone()
         active[frontier.nodes] = True
         view = batch.induced(active)
-        h = self.encoder(batch, view, selected, ops)
+        h = self.encoder(batch, view, selected, ops, static)
         local = torch.searchsorted(view.nodes, frontier.nodes)  # view.nodes is increasing
-        logits = self.expansion_head(h[local], batch.query[frontier.graph])
+        logits = self.expansion_head(h[local], batch.query, frontier.graph)
         return Expansion(frontier=frontier, logits=logits)
 
-    def score(self, batch: SubgraphBatch, selected: Tensor, ops: MessagePassingOps | None = None) -> NodeScores:
+    def score(self, batch: SubgraphBatch, selected: Tensor, ops: MessagePassingOps | None = None,
+              static: Tensor | None = None) -> NodeScores:
         """Final scores of the nodes of ``selected`` (= V_T), encoding G[V_T]."""
         ops = ops or select_ops(batch.device)
         view = batch.induced(selected)
-        h = self.encoder(batch, view, selected, ops)
+        h = self.encoder(batch, view, selected, ops, static)
         graph = batch.graph_index[view.nodes]
-        logits = self.scoring_head(h, batch.query[graph])
+        logits = self.scoring_head(h, batch.query, graph)
         return NodeScores(nodes=view.nodes, graph=graph, logits=logits, scores=ScoringHead.to_score(logits))

@@ -113,22 +113,41 @@ class FeatureRows:
     """Feature rows addressed by global node id: what ``collate`` indexes as ``node_features[node_ids]``.
 
     Holds only the rows that the given subgraphs use (already transformed), so a large embedding
-    matrix is read once, row by row, and never copied whole.
+    matrix is read once, row by row, and never copied whole. ``types`` (optional) holds each row's
+    node type id in the policy's type vocabulary; ``type_rows`` indexes it the same way.
     """
 
-    def __init__(self, ids: np.ndarray, rows: np.ndarray):
+    def __init__(self, ids: np.ndarray, rows: np.ndarray, types: np.ndarray | None = None):
         self.ids = np.asarray(ids, dtype=np.int64)  # sorted, unique
         self.rows = np.asarray(rows, dtype=np.float32)
+        self.types = None if types is None else np.asarray(types, dtype=np.int64)
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
-    def __getitem__(self, node_ids) -> np.ndarray:
+    def _positions(self, node_ids) -> np.ndarray:
         node_ids = np.asarray(node_ids, dtype=np.int64)
         pos = np.searchsorted(self.ids, node_ids)
         if node_ids.size and (pos.max(initial=0) >= self.ids.shape[0] or not np.array_equal(self.ids[pos], node_ids)):
             raise KeyError("node features were not prepared for some node ids of this batch")
-        return self.rows[pos]
+        return pos
+
+    def __getitem__(self, node_ids) -> np.ndarray:
+        return self.rows[self._positions(node_ids)]
+
+    @property
+    def type_rows(self) -> "_TypeRows | None":
+        return None if self.types is None else _TypeRows(self)
+
+
+class _TypeRows:
+    """``FeatureRows.types`` addressed by global node id (what ``collate`` reads as ``node_types``)."""
+
+    def __init__(self, rows: FeatureRows):
+        self._rows = rows
+
+    def __getitem__(self, node_ids) -> np.ndarray:
+        return self._rows.types[self._rows._positions(node_ids)]
 
 
 @dataclass
@@ -141,27 +160,52 @@ class Preprocessing:
     """float32 [d] or None (no PCA)."""
     pca_components: np.ndarray | None = None
     """float32 [pca_dim, d] or None."""
+    node_type_names: list[str] | None = None
+    """The training node-type vocabulary (type id i is ``node_type_names[i]``; id ``len`` is the slot of
+    types unseen in training); None: the policy takes no node types."""
 
     @classmethod
-    def fit(cls, node_emb: np.ndarray, pca_dim: int | None, num_relations: int) -> "Preprocessing":
+    def fit(cls, node_emb: np.ndarray, pca_dim: int | None, num_relations: int,
+            node_type_names: Sequence[str] | None = None) -> "Preprocessing":
         """PCA on the node embedding matrix when ``pca_dim`` is set and smaller than d.
 
         All-zero rows (ids without a node in an export) are left out of the fit.
         """
+        types = None if node_type_names is None else [str(t) for t in node_type_names]
         d = int(node_emb.shape[1])
         if not pca_dim or pca_dim >= d:
-            return cls(num_relations)
+            return cls(num_relations, node_type_names=types)
         nonzero = np.concatenate([np.abs(np.asarray(node_emb[i:i + 65536])).max(axis=1) > 0
                                   for i in range(0, node_emb.shape[0], 65536)] or [np.zeros(0, bool)])
         matrix = node_emb if bool(nonzero.all()) else np.asarray(node_emb)[nonzero]
         if matrix.shape[0] < 2:
             raise SeederError("PCA needs at least two non-zero node embeddings: set pca_dim to None")
         mean, components = fit_pca(matrix, int(pca_dim))
-        return cls(num_relations, mean, components)
+        return cls(num_relations, mean, components, types)
 
     @property
     def unknown_relation(self) -> int:
         return self.num_relations
+
+    @property
+    def num_node_types(self) -> int:
+        """Type slots of the policy: the vocabulary plus one for unknown types (0: no types)."""
+        return 0 if self.node_type_names is None else len(self.node_type_names) + 1
+
+    @property
+    def unknown_type(self) -> int:
+        return len(self.node_type_names or ())
+
+    def type_ids(self, names: Sequence[str | None]) -> np.ndarray:
+        """Type ids of type names; names outside the training vocabulary (or None) get the unknown slot."""
+        index = {t: i for i, t in enumerate(self.node_type_names or ())}
+        return np.asarray([index.get(n, self.unknown_type) for n in names], dtype=np.int64)
+
+    def type_table(self, codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
+        """Per global id, the type id of a graph whose node ``i`` has type ``names[codes[i]]`` (-1: none)."""
+        lookup = np.append(self.type_ids(list(names)), self.unknown_type)  # code -1 -> last entry
+        codes = np.asarray(codes, dtype=np.int64)
+        return lookup[np.where(codes < 0, len(names), codes)]
 
     @property
     def in_dim(self) -> int | None:
@@ -177,13 +221,35 @@ class Preprocessing:
         unknown = (rel < 0) | (rel >= self.num_relations)
         return torch.where(unknown, torch.full_like(rel, self.unknown_relation), rel)
 
+    def _row_types(self, node_types, records: Sequence[QuerySubgraph], unique: np.ndarray) -> np.ndarray | None:
+        """Type ids of the sorted ``unique`` node ids (None when the policy takes no types).
+
+        ``node_types``: None (every type unknown); an int array indexed by global id holding type
+        ids of this vocabulary (``type_table``); or one sequence of type names per record.
+        """
+        if self.node_type_names is None:
+            return None
+        if node_types is None:
+            return np.full(unique.shape[0], self.unknown_type, dtype=np.int64)
+        if isinstance(node_types, (list, tuple)):
+            if len(node_types) != len(records):
+                raise ValueError(f"{len(node_types)} node-type lists for {len(records)} records")
+            ids = np.concatenate([np.asarray(r.node_ids, np.int64) for r in records] or [np.zeros(0, np.int64)])
+            names = [t for per_record in node_types for t in per_record]
+            if len(names) != ids.shape[0]:
+                raise ValueError(f"{len(names)} node types for {ids.shape[0]} nodes")
+            found = dict(zip(ids.tolist(), self.type_ids(names).tolist()))
+            return np.asarray([found[i] for i in unique.tolist()], dtype=np.int64)
+        table = np.asarray(node_types[unique], dtype=np.int64)
+        return np.where((table < 0) | (table > self.unknown_type), self.unknown_type, table)
+
     def node_rows(self, node_features: np.ndarray | Sequence[np.ndarray] | Callable,
-                  records: Sequence[QuerySubgraph], chunk: int = 65536) -> FeatureRows:
-        """Transformed feature rows of every node of ``records``.
+                  records: Sequence[QuerySubgraph], chunk: int = 65536, node_types=None) -> FeatureRows:
+        """Transformed feature rows (and type ids) of every node of ``records``.
 
         ``node_features``: the [N, d] matrix indexed by global id (a memmap works); or one
         [n_i, d] array per record, aligned with its ``node_ids``; or a callable
-        ``ids -> [len(ids), d]``.
+        ``ids -> [len(ids), d]``. ``node_types``: see ``_row_types``.
         """
         if isinstance(node_features, (list, tuple)):
             if len(node_features) != len(records):
@@ -194,11 +260,12 @@ class Preprocessing:
                     raise ValueError(f"query {r.query_id}: {np.shape(a)[0]} feature rows for {i.shape[0]} nodes")
             all_ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
             if all_ids.size == 0:
-                return FeatureRows(all_ids, np.zeros((0, self.in_dim or 0), np.float32))
+                return FeatureRows(all_ids, np.zeros((0, self.in_dim or 0), np.float32),
+                                   self._row_types(node_types, records, all_ids))
             dim = next(np.shape(a)[-1] for a in node_features if np.size(a))
             stacked = np.concatenate([np.asarray(a, np.float32).reshape(-1, dim) for a in node_features])
             unique, first = np.unique(all_ids, return_index=True)
-            return FeatureRows(unique, self.features(stacked[first]))
+            return FeatureRows(unique, self.features(stacked[first]), self._row_types(node_types, records, unique))
         unique = np.unique(np.concatenate([np.asarray(r.node_ids, np.int64) for r in records])
                            if records else np.zeros(0, np.int64))
         get = node_features if callable(node_features) else (lambda ids: node_features[ids])
@@ -206,24 +273,27 @@ class Preprocessing:
                  for i in range(0, unique.shape[0], chunk)]
         width = self.in_dim or (np.shape(node_features)[1] if not callable(node_features) else 0)
         rows = np.concatenate(parts) if parts else np.zeros((0, width), np.float32)
-        return FeatureRows(unique, rows)
+        return FeatureRows(unique, rows, self._row_types(node_types, records, unique))
 
     def batch(self, records: Sequence[QuerySubgraph], rows: FeatureRows, query_features: np.ndarray,
               device: torch.device | str = "cpu") -> SubgraphBatch:
         """``collate`` with the unknown-relation mapping, moved to ``device``."""
-        batch = collate(list(records), rows, query_features)
+        batch = collate(list(records), rows, query_features, node_types=rows.type_rows)
         batch.rel = self.relations(batch.rel)
         return batch.to(device)
 
     def to_state(self) -> dict[str, Any]:
         tensor = (lambda a: None if a is None else torch.from_numpy(np.ascontiguousarray(a, np.float32)))
         return {"num_relations": int(self.num_relations), "pca_mean": tensor(self.pca_mean),
-                "pca_components": tensor(self.pca_components)}
+                "pca_components": tensor(self.pca_components),
+                "node_type_names": None if self.node_type_names is None else list(self.node_type_names)}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Preprocessing":
         array = (lambda t: None if t is None else t.detach().cpu().numpy().astype(np.float32))
-        return cls(int(state["num_relations"]), array(state["pca_mean"]), array(state["pca_components"]))
+        types = state.get("node_type_names")
+        return cls(int(state["num_relations"]), array(state["pca_mean"]), array(state["pca_components"]),
+                   None if types is None else [str(t) for t in types])
 
 
 def relation_text_table(relation_emb: np.ndarray, num_relations: int) -> Tensor:
@@ -236,9 +306,10 @@ def relation_text_table(relation_emb: np.ndarray, num_relations: int) -> Tensor:
 
 
 def build_policy(cfg: TrainConfig, in_dim: int, num_relations: int,
-                 relation_text: Tensor | None = None) -> SeederPolicy:
-    """The policy for a training vocabulary of ``num_relations`` (+1 slot for unknown relations)."""
-    return SeederPolicy.from_config(cfg, in_dim, num_relations + 1, relation_text)
+                 relation_text: Tensor | None = None, num_node_types: int = 0) -> SeederPolicy:
+    """The policy for a training vocabulary of ``num_relations`` (+1 slot for unknown relations)
+    and ``num_node_types`` type slots (``Preprocessing.num_node_types``)."""
+    return SeederPolicy.from_config(cfg, in_dim, num_relations + 1, relation_text, num_node_types)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,14 +346,17 @@ class LoadedPolicy:
     @torch.no_grad()
     def rank(self, records: list[QuerySubgraph], node_features: np.ndarray | Sequence[np.ndarray] | Callable,
              query_emb: np.ndarray, k: int = 20, mode: str | None = None,
-             batch_size: int = 64) -> list[list[tuple[int, float]]]:
+             batch_size: int = 64, node_types=None) -> list[list[tuple[int, float]]]:
         """Per record, up to ``k`` distinct ``(global node id, score)`` by decreasing score.
 
         ``node_features``: the [N, d] embedding matrix, one [n_i, d] array per record (rows aligned
         with ``node_ids``, e.g. read from Neo4j at query time), or a callable ``ids -> [len, d]``.
         ``query_emb``: [len(records), d] raw query embeddings. ``mode``: 'expand' or 'rerank';
         None uses the checkpoint's (the 'rerank' ablation was trained without expansion).
-        Relation ids outside the training vocabulary use the unknown-relation slot.
+        Relation ids outside the training vocabulary use the unknown-relation slot. ``node_types``:
+        one sequence of type names per record, or an array of type ids by global id
+        (``Preprocessing.type_table``); None: every type unknown (a policy trained with types ranks
+        worse without them).
         """
         from seeder_dgl.training.rollout import rollout
 
@@ -305,7 +379,7 @@ class LoadedPolicy:
                                       "trained on, or retrain")
         mode = mode or self.cfg.rollout_mode
         prep = self.preprocessing
-        rows = prep.node_rows(node_features, records)
+        rows = prep.node_rows(node_features, records, node_types=node_types)
         query = prep.features(query_emb)
         ops = select_ops(self.device, self.cfg.ops)
         if self.policy.training:
@@ -367,7 +441,8 @@ def load_policy(path: str | Path, *, dataset: str | None = None, embedding_model
         model_state = state["model"]
         relation_text = model_state.get(RELATION_TEXT_KEY)
         policy = build_policy(cfg, int(state["in_dim"]), prep.num_relations,
-                              torch.zeros_like(relation_text) if relation_text is not None else None)
+                              torch.zeros_like(relation_text) if relation_text is not None else None,
+                              prep.num_node_types)
         policy.load_state_dict(model_state)
     except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"checkpoint {path} does not fit this seeder-dgl's policy "

@@ -80,6 +80,9 @@ class GraphFeatures:
     """[R, d] relation-name embeddings (only used with ``relation_text``)."""
     meta: dict[str, Any]
     """Recorded in config.json and the checkpoint: ``embedding_model``, ``dimension``, sizes."""
+    node_type: np.ndarray | None = None
+    """int64 [N]: index into ``node_type_names`` (-1: no node with that id)."""
+    node_type_names: list[str] | None = None
 
 
 def load_features(dataset: str, cache_dir: Path | None = None) -> GraphFeatures:
@@ -96,7 +99,8 @@ def load_features(dataset: str, cache_dir: Path | None = None) -> GraphFeatures:
     meta = {"name": dataset, "embedding_model": model_label(info.model), "dimension": int(info.dimension),
             "num_nodes": int(export.num_nodes), "num_relationships": int(info.num_relationships),
             "num_relation_types": len(export.relation_types), "status": info.status}
-    return GraphFeatures(export.node_emb, list(export.relation_types), export.relation_emb, meta)
+    return GraphFeatures(export.node_emb, list(export.relation_types), export.relation_emb, meta,
+                         export.node_type, list(export.node_type_names))
 
 
 def _split_summary(folder: Path) -> dict[str, Any]:
@@ -186,4 +190,5 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
     out_dir = Path(out).expanduser() if out else default_run_dir(dataset, ablation, cfg.profile)
     return train(cfg, train_records, train_q, val_records, val_q, features.node_emb, len(features.relation_types),
                  out_dir, resume=resume, progress=progress, relation_types=features.relation_types,
-                 dataset_meta=meta, relation_emb=features.relation_emb)
+                 dataset_meta=meta, relation_emb=features.relation_emb, node_types=features.node_type,
+                 node_type_names=features.node_type_names)

@@ -50,7 +50,12 @@ class TrainConfig:
     bpr_margin: float | None = None
     """None: BPR −log σ(s+ − s−); a float γ: softplus(γ − (s+ − s−)) (the paper's margin variant uses 0.5)"""
     query_injection: str = "concat"
-    """'add' (z_v + W_q z_q) or 'concat' ([z_v ‖ W_q z_q ‖ cos(z_v, z_q)] → projection)"""
+    """'add' (z_v + W_q z_q), 'concat' ([z_v ‖ W_q z_q ‖ cos(z_v, z_q)] → projection) or 'product'
+    ([z_v ‖ z_v ⊙ W_q z_q ‖ cos(z_v, z_q)] → projection: node-specific query interaction)"""
+    node_types: bool = False
+    """add a learned embedding of each node's type (from the graph; unseen types share one slot)"""
+    query_relations: bool = False
+    """condition the relation embeddings on the query (FiLM), so the question picks the relations to follow"""
     relation_text: bool = False
     """add projected relation-name embeddings to the learnable relation-type embeddings"""
     ablation: str = "full"

@@ -134,7 +134,10 @@ def rollout(policy: SeederPolicy, batch: SubgraphBatch, *, num_trajectories: int
         raise ValueError(f"mode must be one of {ROLLOUT_MODES}, not {mode!r}")
     ops = ops or select_ops(batch.device)
     num_queries, m = batch.num_graphs, num_trajectories
-    run = batch.replicate(m) if m > 1 else batch
+    # The query-injection part of every node's input is the same in all trajectories and steps:
+    # computed once here, on the batch before replication (whose features are then not copied).
+    static = policy.encoder.static(batch)
+    run = batch.replicate(m, features=False) if m > 1 else batch
     trace: list[StepTrace] | None = [] if keep_trace else None
     dtype = run.x.dtype
 
@@ -145,7 +148,7 @@ def rollout(policy: SeederPolicy, batch: SubgraphBatch, *, num_trajectories: int
         selected = run.seed_mask.clone()
         per_step = []
         for step, size in enumerate(policy.expansion_sizes):
-            expansion = policy.expand(run, selected, step, ops)
+            expansion = policy.expand(run, selected, step, ops, static)
             frontier = expansion.frontier
             logits = frontier.to_dense(expansion.logits / temperature, -math.inf)  # [G, width]
             nodes = frontier.to_dense(frontier.nodes, -1)
@@ -162,7 +165,7 @@ def rollout(policy: SeederPolicy, batch: SubgraphBatch, *, num_trajectories: int
             step_log_prob = torch.zeros(num_queries, m, 0, dtype=dtype, device=run.device)
 
     reward = recall_at_any(selected, run.labels, run.graph_index, run.num_answers).view(num_queries, m)
-    scores = policy.score(run, selected, ops) if score else None
+    scores = policy.score(run, selected, ops, static) if score else None
     return RolloutOutput(batch=run, num_queries=num_queries, num_trajectories=m, selected=selected,
                          step_log_prob=step_log_prob, reward=reward, scores=scores, trace=trace)
 

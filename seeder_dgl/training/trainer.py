@@ -227,7 +227,8 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
           num_relations: int, out_dir: str | Path, *, resume: bool = False, progress: bool = True,
           relation_types: list[str] | None = None, dataset_meta: dict | None = None,
           relation_emb: np.ndarray | None = None, console: Console | None = None,
-          on_epoch_end: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
+          on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
+          node_types: np.ndarray | None = None, node_type_names: Sequence[str] | None = None) -> TrainResult:
     """Train the SeedER policy on cached query subgraphs; write checkpoints and run records to ``out_dir``.
 
     ``node_emb`` [N, d]: raw node embeddings indexed by global id (a memmap works);
@@ -236,7 +237,8 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
     relation-name embeddings, needed only with ``cfg.relation_text``; ``dataset_meta``: recorded
     in config.json and the checkpoint (``embedding_model`` is checked when the policy is loaded).
     ``resume``: continue from ``out_dir/last.pt`` if it exists. ``on_epoch_end(row)`` is called
-    after each epoch's checkpoints and records are written.
+    after each epoch's checkpoints and records are written. ``node_types`` [N] / ``node_type_names``:
+    each node's type as an index into the names (-1: none), used with ``cfg.node_types``.
     """
     started = time.perf_counter()
     console = console or Console()
@@ -287,10 +289,14 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
 
     try:
         # 2. Features: PCA fitted once on the node embeddings (or the checkpoint's, when resuming).
+        if cfg.node_types and node_type_names is None:
+            node_types, node_type_names = np.full(int(node_emb.shape[0]), -1, np.int64), []
         prep = (Preprocessing.from_state(state) if state is not None
-                else Preprocessing.fit(node_emb, cfg.pca_dim, num_relations))
+                else Preprocessing.fit(node_emb, cfg.pca_dim, num_relations,
+                                       list(node_type_names) if cfg.node_types else None))
         all_records = list(train_records) + list(val_records)
-        rows = prep.node_rows(node_emb, all_records)
+        type_table = prep.type_table(node_types, node_type_names) if prep.node_type_names is not None else None
+        rows = prep.node_rows(node_emb, all_records, node_types=type_table)
         train_q = prep.features(train_query_emb)
         val_q = prep.features(np.asarray(val_query_emb, np.float32))
         in_dim = prep.in_dim or dimension
@@ -301,7 +307,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
             if relation_emb is None:
                 raise SeederError("relation_text is set but no relation-name embeddings were given")
             relation_text = relation_text_table(relation_emb, num_relations)
-        policy = build_policy(cfg, in_dim, num_relations, relation_text).to(device)
+        policy = build_policy(cfg, in_dim, num_relations, relation_text, prep.num_node_types).to(device)
         num_parameters = run_records.count_parameters(policy)
         optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         steps_per_epoch = math.ceil(len(train_records) / cfg.batch_size)
@@ -375,6 +381,10 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                     if UNKNOWN_RELATION_RATE > 0:
                         hide = torch.rand(batch.rel.shape, generator=gumbel, device=device) < UNKNOWN_RELATION_RATE
                         batch.rel = torch.where(hide, torch.full_like(batch.rel, prep.unknown_relation), batch.rel)
+                        if batch.node_type is not None:  # the unknown-type slot learns the same way
+                            hide = torch.rand(batch.node_type.shape, generator=gumbel, device=device) < UNKNOWN_RELATION_RATE
+                            batch.node_type = torch.where(hide, torch.full_like(batch.node_type, prep.unknown_type),
+                                                          batch.node_type)
                     objective = training_objective(policy, batch, cfg, ops=ops, generator=gumbel)
                     optimizer.zero_grad(set_to_none=True)
                     objective.loss.backward()
