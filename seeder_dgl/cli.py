@@ -416,6 +416,9 @@ def eval_command(
     profile: str = typer.Option("paper", help="Retrieval settings every graph method starts from: paper (dense, "
                                               "k0=3, B=150) or a dataset's own (MetaQA: deep); SeedER then uses "
                                               "runs/<dataset>/<profile>-full."),
+    diagnose: bool = typer.Option(False, help="Also where SeedER loses answers: per question, is an answer in the "
+                                              "subgraph, reachable, shown to the policy, picked, ranked top 5 / "
+                                              "first; per hop count and question type (funnel-seeder.md)."),
 ):
     """Score every retriever on the same questions: table, results.json/.md, STaRK-format predictions, plots."""
     if coverage:
@@ -432,7 +435,7 @@ def eval_command(
 
     run_eval(dataset, split=split, qa_file=qa_file, methods=methods, k=k, depth=depth, limit=limit, sample=sample,
              checkpoint=checkpoint, out=out, sweep=sweep, sweep_queries=sweep_queries,
-             per_query=per_query, source=source, console=console, profile=profile)
+             per_query=per_query, source=source, console=console, profile=profile, diagnose=diagnose)
 
 
 # ---- upsert -----------------------------------------------------------------------------------

@@ -232,13 +232,52 @@ def linked_seeds(live, queries, query_emb: np.ndarray, k: int, mode: str,
     return out
 
 
+def diagnose_method(method: SeederMethod, queries: Sequence[Query]):
+    """The funnel of one SeedER method over exactly the subgraphs it ranked (cached or computed)."""
+    from seeder_dgl.evaluation.diagnose import diagnose
+    from seeder_dgl.retrieval.memory import attach_labels
+
+    records = [attach_labels(method.subgraph(i), q.answers) for i, q in enumerate(queries)]
+    funnel = diagnose(method.policy, records, method.graph.node_emb, method.query_emb, node_types=method.node_types)
+    funnel.group("hops", [q.hops for q in queries])
+    funnel.group("qtype", [q.qtype for q in queries])
+    return funnel
+
+
+def save_funnel(funnel, out_dir: Path, name: str, title: str) -> Path:
+    from seeder_dgl.evaluation.diagnose import render_markdown
+    from seeder_dgl.fileio import atomic_write_json, atomic_write_text
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out_dir / f"funnel-{name}.json", {"title": title, **funnel.to_dict(),
+                                                        "losses": funnel.losses()})
+    return atomic_write_text(out_dir / f"funnel-{name}.md", render_markdown(funnel, title))
+
+
+def render_funnel(funnel, title: str):
+    """A rich table of the funnel by hop count (or overall when the questions have no hop count)."""
+    from rich.table import Table
+
+    from seeder_dgl.evaluation.diagnose import STAGES
+
+    table = Table(title=title)
+    for column in ("questions", "group", *STAGES):
+        table.add_column(column, justify="right")
+    rows = {"all": funnel.summary(), **funnel.groups.get("hops", {})}
+    for group, values in rows.items():
+        label = group if group == "all" else f"{group}-hop"
+        table.add_row(str(int(values["questions"])), label, *(f"{values[s]:.3f}" for s in STAGES))
+    return table
+
+
 def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = None,
              methods: str | Sequence[str] | None = None, k: int = 20, limit: int | None = None,
              sample: int | None = None,
              checkpoint: str | Path | None = None, out: str | Path | None = None, sweep: bool = False,
              source: str | None = None, depth: int | None = None, per_query: bool = False,
              sweep_budgets: Sequence[int] | None = None, sweep_queries: int | None = SWEEP_QUERIES,
-             progress: bool = True, console=None, profile: str = "paper") -> EvalResult:
+             progress: bool = True, console=None, profile: str = "paper", diagnose: bool = False) -> EvalResult:
     """Evaluate the methods on one question set; prints the tables and writes the result files.
 
     ``depth``: nodes asked of each method, over which ``@any`` and ``size`` are measured
@@ -247,6 +286,8 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     ``-<profile>`` appended for a profile other than 'paper').
     ``profile``: the retrieval settings (seeds, budgets, seeding) every graph method starts from;
     full-text or hybrid seeds come from Neo4j once per question and are shared by all methods.
+    ``diagnose``: also the funnel of every SeedER policy (``evaluation.diagnose``: where answers
+    are lost), per hop count and question type, saved as ``funnel-<method>.{json,md}``.
     """
     from rich.console import Console
 
@@ -336,6 +377,14 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
             growth = plots.khop_growth(graph.arrays, graph.node_emb, sub_emb, seeds=seeds)
         figures = plots.save_figures(out_dir, growth, sweep_data, title=f"{dataset} {questions.label}")
         result.meta["sweep"] = {"queries": len(pick), "files": {k_: str(v) for k_, v in figures.items()}}
+    if diagnose:
+        if not policies:
+            console.print("[yellow]note:[/] --diagnose needs a SeedER checkpoint: no funnel", highlight=False)
+        for name in policies:
+            funnel = diagnose_method(methods_run[name], queries)
+            saved = save_funnel(funnel, out_dir, name, f"{name} on {dataset} {questions.label}")
+            console.print(render_funnel(funnel, f"Where {name} loses answers"), highlight=False)
+            result.meta.setdefault("funnels", {})[name] = {"overall": funnel.summary(), "file": str(saved)}
     result.meta["seconds"] = round(time.perf_counter() - started, 2)
     paths = report.save(result, out_dir, per_query=per_query)
     report.render(result, console)
