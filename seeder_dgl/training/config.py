@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+RANK_LOSSES = ("bpr", "listwise")
 ABLATIONS = ("full", "rerank", "greedy_baseline", "single_trajectory", "no_baseline", "no_aux")
 
 
@@ -47,6 +48,8 @@ class TrainConfig:
     """global gradient-norm clipping"""
     bpr_weight: float = 1.0
     """λ: weight of the ranking loss in L = L_RL + λ L_BPR"""
+    rank_loss: str = "bpr"
+    """ranking loss on the final scores: 'bpr' (pairwise, method.md) or 'listwise' (softmax over the retrieved set)"""
     bpr_margin: float | None = None
     """None: BPR −log σ(s+ − s−); a float γ: softplus(γ − (s+ − s−)) (the paper's margin variant uses 0.5)"""
     query_injection: str = "concat"
@@ -75,6 +78,8 @@ class TrainConfig:
             raise ValueError(f"ablation must be one of {ABLATIONS}, not {self.ablation!r}")
         if len(self.frontier_caps) != len(self.expansion_sizes):
             raise ValueError("frontier_caps and expansion_sizes must have the same length")
+        if self.rank_loss not in RANK_LOSSES:
+            raise ValueError(f"rank_loss must be one of {RANK_LOSSES}, not {self.rank_loss!r}")
         if self.hidden_dim % self.heads:
             raise ValueError(f"heads ({self.heads}) must divide hidden_dim ({self.hidden_dim})")
 

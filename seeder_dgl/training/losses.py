@@ -81,3 +81,29 @@ def bpr_loss(scores: Tensor, labels: Tensor, graph_index: Tensor, margin: float 
     if not bool(has_pairs.any()):
         return scores.sum() * 0.0
     return per_graph[has_pairs].mean()
+
+
+def listwise_loss(scores: Tensor, labels: Tensor, graph_index: Tensor) -> Tensor:
+    """Softmax ranking loss: −log(Σ_pos e^{s} / Σ_all e^{s}) per graph, averaged over the graphs
+    that hold a positive and a negative.
+
+    Where BPR averages over every (positive, negative) pair, and so rewards pushing any negative
+    below any positive (a ranking's AUC), this loss falls only when the positives take the
+    softmax mass of the whole retrieved set: what Hit@1 and MRR measure.
+    With no such graph the result is a zero that still carries a graph to ``scores``.
+    """
+    if scores.numel() == 0:
+        return scores.sum()
+    num_graphs = int(graph_index.max()) + 1
+    labels = labels.bool()
+    shift = scores.detach().new_full((num_graphs,), -torch.inf).scatter_reduce(
+        0, graph_index, scores.detach(), reduce="amax")  # softmax is shift-invariant: no gradient needed
+    e = torch.exp(scores - shift[graph_index])
+    total = e.new_zeros(num_graphs).index_add(0, graph_index, e)
+    positive = e.new_zeros(num_graphs).index_add(0, graph_index, torch.where(labels, e, torch.zeros_like(e)))
+    npos = torch.zeros(num_graphs, dtype=torch.int64, device=scores.device).index_add(0, graph_index, labels.long())
+    count = torch.bincount(graph_index, minlength=num_graphs)
+    valid = (npos > 0) & (npos < count)
+    if not bool(valid.any()):
+        return scores.sum() * 0.0
+    return (torch.log(total[valid]) - torch.log(positive[valid])).mean()

@@ -19,7 +19,7 @@ from seeder_dgl.model.batch import SubgraphBatch
 from seeder_dgl.model.ops import MessagePassingOps, select_ops
 from seeder_dgl.model.policy import NodeScores, SeederPolicy
 from seeder_dgl.training.config import TrainConfig
-from seeder_dgl.training.losses import advantage, bpr_loss, recall_at_any, reinforce_loss
+from seeder_dgl.training.losses import advantage, bpr_loss, listwise_loss, recall_at_any, reinforce_loss
 
 ROLLOUT_MODES = ("expand", "rerank")
 
@@ -219,7 +219,10 @@ def training_objective(policy: SeederPolicy, batch: SubgraphBatch, cfg: TrainCon
         adv = advantage(out.reward, cfg.baseline, baseline_reward)
     if out.scores is not None:
         s = out.scores
-        bpr = bpr_loss(s.scores, out.batch.labels[s.nodes], s.graph, cfg.bpr_margin)
+        if cfg.rank_loss == "listwise":
+            bpr = listwise_loss(s.scores, out.batch.labels[s.nodes], s.graph)
+        else:
+            bpr = bpr_loss(s.scores, out.batch.labels[s.nodes], s.graph, cfg.bpr_margin)
     else:
         bpr = zero
     return Objective(loss=rl + bpr_weight * bpr, rl_loss=rl, bpr_loss=bpr, reward=out.reward, advantage=adv,
