@@ -1,11 +1,12 @@
 """Training throughput and policy inference latency on CPU (or --device cuda).
 
-    python benchmarks/bench_training.py [--queries 2000] [--device cpu]
+    python benchmarks/bench_training.py [--queries 2000] [--device cpu] [--threads 1] [--profile deep]
 
-Trains one epoch with the Prime defaults (method.md) on MetaQA 2-hop training subgraphs from
-the extract cache (`seeder-dgl extract metaqa --split train`), then times the trained policy
-alone ranking 150-node-budget subgraphs one query at a time, with both message-passing backends.
-Writes benchmarks/results/training-<device>.{json,md}.
+Trains one epoch with MetaQA's training config of the profile on MetaQA 2-hop training subgraphs
+from the extract cache (`seeder-dgl extract metaqa --split train`; `--profile paper` reads the
+paper profile's cache), then times the trained policy alone ranking subgraphs one query at a
+time, with both message-passing backends. Writes
+benchmarks/results/training-<device>-<profile>-<threads>t.{json,md}.
 """
 from __future__ import annotations
 
@@ -21,7 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from seeder_dgl.training.command import configure_threads  # noqa: E402
 
-configure_threads()  # before torch spins up its pool: one thread per OpenMP runtime on 2 cores
+
+def _threads() -> int | None:
+    for i, arg in enumerate(sys.argv):
+        if arg == "--threads" and i + 1 < len(sys.argv):
+            return int(sys.argv[i + 1])
+        if arg.startswith("--threads="):
+            return int(arg.split("=", 1)[1])
+    return None
+
+
+THREADS = configure_threads(_threads())  # before torch spins up its pool
 
 from benchmarks.common import machine, percentile, write_result  # noqa: E402
 from seeder_dgl.datasets import cache_root  # noqa: E402
@@ -37,19 +48,24 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=2000, help="2-hop training questions for the epoch")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--latency-queries", type=int, default=300)
+    parser.add_argument("--threads", type=int, default=None, help="torch/OpenMP threads [default: 1 on 2 cores]")
+    parser.add_argument("--profile", default="deep", help="retrieval profile whose cached subgraphs train")
     args = parser.parse_args()
 
-    records, query_emb = load_split(cache_root() / "metaqa" / "subgraphs" / "train")
+    prefix = "" if args.profile == "paper" else f"{args.profile}-"
+    records, query_emb = load_split(cache_root() / "metaqa" / "subgraphs" / f"{prefix}train")
     two_hop = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][: args.queries]
     val = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][args.queries: args.queries + 200]
     feats = load_features("metaqa")
     # MetaQA's config is Prime's model (method.md) under MetaQA's name, so its checkpoint loads for metaqa.
-    cfg = TrainConfig.for_dataset("metaqa", epochs=1, warmup_epochs=0, device=args.device, seed=0)
+    cfg = TrainConfig.for_dataset("metaqa", args.profile, epochs=1, warmup_epochs=0, device=args.device, seed=0)
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
         result = train(cfg, [records[i] for i in two_hop], query_emb[two_hop], [records[i] for i in val],
                        query_emb[val], feats.node_emb, len(feats.relation_types), Path(out), progress=False,
-                       relation_types=feats.relation_types, dataset_meta={"dataset": "metaqa"})
+                       relation_types=feats.relation_types, dataset_meta={"dataset": "metaqa"},
+                       relation_emb=feats.relation_emb, node_types=feats.node_type,
+                       node_type_names=feats.node_type_names)
         wall = time.perf_counter() - t0
         epoch = result.history[-1]
         latency = {}
@@ -59,15 +75,20 @@ def main() -> None:
             policy = load_policy(result.best_path, dataset="metaqa")
             policy.cfg.ops = ops
             times = []
+            names = feats.node_type_names or []
             for r, q in zip(sample, sample_q):
                 node_emb = feats.node_emb[r.node_ids]
+                types = [names[t] if t >= 0 else None for t in feats.node_type[r.node_ids]]
                 t = time.perf_counter()
-                policy.rank([r], [node_emb], q[None], k=20)
+                policy.rank([r], [node_emb], q[None], k=20, node_types=[types])
                 times.append((time.perf_counter() - t) * 1000)
             latency[ops] = {"p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95)}
     qps = float(epoch["queries_per_s"])  # training steps only; validation is timed apart
     seconds = len(two_hop) / qps
-    payload = {"machine": machine(), "device": args.device, "train_queries": len(two_hop),
+    payload = {"machine": machine(), "device": args.device, "profile": args.profile, "threads": THREADS,
+               "config": {k: getattr(cfg, k) for k in ("hidden_dim", "num_layers", "expansion_sizes",
+                                                       "frontier_caps", "num_trajectories", "batch_size")},
+               "train_queries": len(two_hop),
                "parameters": result.num_parameters, "epoch_seconds": seconds, "wall_seconds": wall,
                "queries_per_second": qps, "ops": result.ops,
                "full_metaqa_epoch_estimate_seconds": 31_311 / (len(two_hop) / seconds),
@@ -76,10 +97,11 @@ def main() -> None:
     md = "\n".join([
         f"# Training throughput and policy latency ({args.device})", "",
         f"Machine: {payload['machine']['cpu']}, {payload['machine']['cores']} cores. "
-        f"Command: `python benchmarks/bench_training.py --device {args.device}`.", "",
-        f"Prime defaults (method.md): {result.num_parameters:,} parameters, M=8 trajectories, batch 16, "
-        f"ops {result.ops}; {len(two_hop)} MetaQA 2-hop training subgraphs (mean "
-        f"{payload['mean_subgraph_nodes']:.0f} nodes, B=150).", "",
+        f"Command: `python benchmarks/bench_training.py --device {args.device} --profile {args.profile}"
+        f" --threads {THREADS['torch_threads']}`.", "",
+        f"MetaQA's {args.profile}-profile config {payload['config']}: {result.num_parameters:,} parameters, "
+        f"ops {result.ops}, {THREADS['torch_threads']} torch thread(s); {len(two_hop)} MetaQA 2-hop training "
+        f"subgraphs (mean {payload['mean_subgraph_nodes']:.0f} nodes).", "",
         "| training | value |", "|---|---|",
         f"| queries/s | {payload['queries_per_second']:.1f} |",
         f"| seconds per epoch ({len(two_hop)} queries) | {seconds:.1f} |",
@@ -88,7 +110,7 @@ def main() -> None:
         *[f"| {ops} ops | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for ops, v in latency.items()],
     ])
     print(md)
-    write_result(f"training-{args.device}", payload, md)
+    write_result(f"training-{args.device}-{args.profile}-{THREADS['torch_threads']}t", payload, md)
 
 
 if __name__ == "__main__":

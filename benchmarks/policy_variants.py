@@ -41,6 +41,14 @@ VARIANTS: dict[str, dict] = {
     "all_w32": {**ALL, "hidden_dim": 32},
     "all_w64": {**ALL, "hidden_dim": 64},
     "all_caps": {**ALL, "frontier_caps": (40, 80, 120)},
+    "listwise": {"rank_loss": "listwise"},
+    "lr3": {"lr": 3e-3},
+    "combined": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3},
+    "combined_w32": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                     "hidden_dim": 32},
+    "caps": {"frontier_caps": (40, 80, 120)},
+    "listwise_caps": {"rank_loss": "listwise", "frontier_caps": (40, 80, 120)},
+    "all_listwise": {**ALL, "rank_loss": "listwise"},
 }
 METRICS = ("hit@1", "hit@5", "mrr", "recall@20", "hit@any")
 FOLDER = RESULTS / "policy-variants"

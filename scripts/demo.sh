@@ -23,7 +23,7 @@ $sd neo4j start
 step "2/6 ingest MetaQA: 43,234 entities, 133,582 triples, MiniLM embeddings, vector + full-text index"
 $sd ingest metaqa "${DATA_OPT[@]}"
 $sd status
-step "3/6 extract K-hop-with-filtering subgraphs (k0=3, B=150) of ${TRAIN_QUESTIONS} train / ${VAL_QUESTIONS} val questions"
+step "3/6 extract K-hop-with-filtering subgraphs (MetaQA's default profile: one linked seed, 3 hops, B=500) of ${TRAIN_QUESTIONS} train / ${VAL_QUESTIONS} val questions"
 $sd extract metaqa --split train --sample "$TRAIN_QUESTIONS" --engine memory "${DATA_OPT[@]}"
 $sd extract metaqa --split val --sample "$VAL_QUESTIONS" --engine memory "${DATA_OPT[@]}"
 step "4/6 train the SeedER policy (${EPOCHS} epochs, CPU unless a GPU is there)"
@@ -31,7 +31,6 @@ $sd train metaqa --epochs "$EPOCHS"
 step "5/6 evaluate SeedER against the baselines on ${VAL_QUESTIONS} validation questions"
 $sd eval metaqa --split val --sample "$VAL_QUESTIONS" --out "$SEEDER_RUNS/eval" "${DATA_OPT[@]}"
 step "6/6 ask the live graph"
-$sd query metaqa "who directed the movies written by Christopher Nolan" --k 10 \
-    --checkpoint "$SEEDER_RUNS/metaqa/full/best.pt"
+$sd query metaqa "who directed the movies written by Christopher Nolan" --k 10
 $sd query metaqa "who directed the movies written by Christopher Nolan" --k 10 --method khop --format triples
 printf '\nNeo4j keeps running for more questions (seeder-dgl query metaqa "..."); stop it with: %s neo4j stop\n' "$sd"

@@ -65,8 +65,8 @@ class Retriever:
 
     def __init__(self, dataset: str, *, method: str = "seeder", checkpoint: str | Path | None = None,
                  seeds: int | None = None, budgets: tuple[int, ...] | None = None, driver=None,
-                 encoder=None, exact_seeds: bool = False, profile: str = "paper", seeding: str | None = None):
-        from seeder_dgl.datasets import retrieval_profile, runs_root
+                 encoder=None, exact_seeds: bool = False, profile: str | None = None, seeding: str | None = None):
+        from seeder_dgl.datasets import resolve_profile, retrieval_profile, runs_root
         from seeder_dgl.graphstore.seeding import check_mode
         from seeder_dgl.graphstore.connection import open_driver
         from seeder_dgl.graphstore.live import LiveGraph
@@ -82,6 +82,7 @@ class Retriever:
         except SeederError:
             self.close()
             raise
+        profile = resolve_profile(dataset, profile)
         defaults = retrieval_profile(dataset, profile)
         self.seeds = seeds or defaults.seeds
         self.budgets = tuple(budgets or defaults.budgets)

@@ -245,7 +245,9 @@ def extract(
     source: str = typer.Option(None, help="Folder of the dataset's question files \\[default: ../shared]."),
     seeds: int = typer.Option(None, help="k0 seeds per query \\[default: the profile's]."),
     budgets: str = typer.Option(None, help="Nodes added per hop, comma-separated, e.g. 50,97 \\[default: the profile's]."),
-    profile: str = typer.Option("paper", help="Retrieval settings: paper, or a dataset's own (MetaQA: deep)."),
+    profile: str = typer.Option(None, help="Retrieval settings: paper (the paper's: dense seeds, k0=3, B=150), or a "
+                                           "dataset's own (MetaQA: deep) \\[default: the dataset's best: MetaQA "
+                                           "deep, others paper]."),
     seeding: str = typer.Option(None, help="dense, fulltext or hybrid \\[default: the profile's]."),
     limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
     sample: int = typer.Option(None, help="A fixed random sample of N questions of each split (seed 0)."),
@@ -259,11 +261,13 @@ def extract(
     """
     import dataclasses
 
-    from seeder_dgl.datasets import cache_root, get_spec, retrieval_profile
+    from seeder_dgl.datasets import cache_root, get_spec, resolve_profile, retrieval_profile
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.graphstore.seeding import check_mode
     from seeder_dgl.subgraph.extract import ExtractionSettings, SnapshotGraph, extract_split
+
+    profile = resolve_profile(dataset, profile)
 
     if engine not in ("cypher", "memory"):
         raise SeederError(f"--engine is cypher or memory, not {engine!r}")
@@ -316,8 +320,9 @@ def train(
     threads: int = typer.Option(None, help="CPU threads when OMP_NUM_THREADS is unset \\[default: 1 on <= 2 cores]."),
     lr: float = typer.Option(None, help="Learning rate override."),
     batch_size: int = typer.Option(None, help="Queries per step override."),
-    profile: str = typer.Option("paper", help="Retrieval profile whose subgraphs were extracted "
-                                              "(seeder-dgl extract --profile): paper, or MetaQA's deep."),
+    profile: str = typer.Option(None, help="Retrieval profile whose subgraphs were extracted "
+                                           "(seeder-dgl extract --profile): paper, or MetaQA's deep "
+                                           "\\[default: the dataset's best: MetaQA deep, others paper]."),
 ):
     """Train the SeedER expansion policy and scoring head on the cached K-hop subgraphs.
 
@@ -342,12 +347,13 @@ def query_command(
     k: int = typer.Option(20, "--k", help="How many nodes to return."),
     method: str = typer.Option("seeder", help="seeder (trained policy), dense, khop or ppr."),
     output: str = typer.Option("table", "--format", help="table, json or triples."),
-    checkpoint: str = typer.Option(None, help="Policy checkpoint \\[default: runs/<dataset>/full/best.pt; "
-                                              "runs/<dataset>/<profile>-full/best.pt for another profile]."),
+    checkpoint: str = typer.Option(None, help="Policy checkpoint \\[default: runs/<dataset>/<profile>-full/best.pt; "
+                                              "runs/<dataset>/full/best.pt for the paper profile]."),
     seeds: int = typer.Option(None, help="k0 seeds \\[default: the profile's]."),
     budgets: str = typer.Option(None, help="K-hop nodes per hop, e.g. 50,97 \\[default: the profile's]."),
-    profile: str = typer.Option("paper", help="Retrieval settings: paper (dense, k0=3, B=150) or a dataset's "
-                                              "own, e.g. deep for MetaQA (full-text seed, 3 hops, B=500)."),
+    profile: str = typer.Option(None, help="Retrieval settings: paper (dense, k0=3, B=150) or a dataset's "
+                                           "own, e.g. deep for MetaQA (full-text seed, 3 hops, B=500) "
+                                           "\\[default: the dataset's best: MetaQA deep, others paper]."),
     seeding: str = typer.Option(None, help="dense, fulltext or hybrid \\[default: the profile's]."),
 ):
     """Retrieve from the live graph: embed the question, seed and expand in Neo4j, rank.
@@ -362,8 +368,9 @@ def query_command(
 
     configure_threads()  # torch's and DGL's OpenMP pools fight on few cores (16 ms vs >100 ms a query)
     from seeder_dgl.api import Retriever
-    from seeder_dgl.datasets import retrieval_profile
+    from seeder_dgl.datasets import resolve_profile, retrieval_profile
 
+    profile = resolve_profile(dataset, profile)
     if output not in ("table", "json", "triples"):
         raise SeederError(f"--format is table, json or triples, not {output!r}")
     defaults = retrieval_profile(dataset, profile)
@@ -402,8 +409,8 @@ def eval_command(
     depth: int = typer.Option(None, help="Nodes asked of each method; @any/size over them \\[default: K-hop budget B]."),
     limit: int = typer.Option(None, help="Only the first N questions."),
     sample: int = typer.Option(None, help="A fixed random sample of N questions (seed 0), in split order."),
-    checkpoint: str = typer.Option(None, help="SeedER checkpoint \\[default: runs/<dataset>/full/best.pt, "
-                                              "runs/<dataset>/<profile>-full/best.pt for another profile]."),
+    checkpoint: str = typer.Option(None, help="SeedER checkpoint \\[default: runs/<dataset>/<profile>-full/best.pt; "
+                                              "runs/<dataset>/full/best.pt for the paper profile]."),
     out: str = typer.Option(None, help="Result folder \\[default: benchmarks/results/eval-<dataset>-<split>/]."),
     sweep: bool = typer.Option(False, help="Also the budget sweep and k-hop growth plots."),
     sweep_queries: int = typer.Option(500, help="Questions (fixed sample) for --sweep."),
@@ -413,9 +420,10 @@ def eval_command(
                                               "and budget (the seeding/depth report)."),
     per_hop: int = typer.Option(300, help="With --coverage: questions sampled per hop count."),
     engine: str = typer.Option("memory", help="With --coverage: K-hop through cypher, or in memory over an export."),
-    profile: str = typer.Option("paper", help="Retrieval settings every graph method starts from: paper (dense, "
-                                              "k0=3, B=150) or a dataset's own (MetaQA: deep); SeedER then uses "
-                                              "runs/<dataset>/<profile>-full."),
+    profile: str = typer.Option(None, help="Retrieval settings every graph method starts from: paper (dense, "
+                                           "k0=3, B=150) or a dataset's own (MetaQA: deep); SeedER then uses "
+                                           "runs/<dataset>/<profile>-full \\[default: the dataset's best: MetaQA "
+                                           "deep, others paper]."),
     diagnose: bool = typer.Option(False, help="Also where SeedER loses answers: per question, is an answer in the "
                                               "subgraph, reachable, shown to the policy, picked, ranked top 5 / "
                                               "first; per hop count and question type (funnel-seeder.md)."),

@@ -62,6 +62,8 @@ class DatasetSpec:
     extra_profiles: dict[str, RetrievalDefaults] = field(default_factory=dict)
     questions_need_graph: bool = False
     """MetaQA maps answer names to ids through the graph's names."""
+    default_profile: str = "paper"
+    """The profile every command uses without --profile: the best one on the validation split."""
 
 
 def _stark(name: str) -> DatasetSpec:
@@ -99,7 +101,7 @@ def _metaqa() -> DatasetSpec:
     return DatasetSpec("metaqa", "MetaQA WikiMovies KB with 1/2/3-hop questions (../shared/data/metaqa)",
                        graph, questions, RetrievalDefaults(seeds=3, budgets=(50, 97)),
                        extra_profiles={"deep": RetrievalDefaults(seeds=1, budgets=(15, 110, 374), seeding="fulltext")},
-                       questions_need_graph=True)
+                       questions_need_graph=True, default_profile="deep")
 
 
 def _synthetic() -> DatasetSpec:
@@ -128,8 +130,18 @@ def get_spec(name: str) -> DatasetSpec:
     raise SeederError(f"unknown dataset {name!r}: choose one of {', '.join(DATASETS)}")
 
 
-def retrieval_profile(dataset: str, profile: str = "paper") -> RetrievalDefaults:
-    """The named retrieval settings of a dataset ('paper' for any dataset, e.g. 'deep' for MetaQA)."""
+def resolve_profile(dataset: str, profile: str | None = None) -> str:
+    """``profile``, or the dataset's default when None (MetaQA: 'deep'; every other dataset: 'paper')."""
+    if profile is not None:
+        return profile
+    spec = DATASETS.get(dataset)
+    return spec.default_profile if spec else "paper"
+
+
+def retrieval_profile(dataset: str, profile: str | None = None) -> RetrievalDefaults:
+    """The named retrieval settings of a dataset ('paper' for any dataset, e.g. 'deep' for MetaQA);
+    None: the dataset's default profile."""
+    profile = resolve_profile(dataset, profile)
     spec = DATASETS.get(dataset)
     profiles = {"paper": spec.retrieval if spec else RetrievalDefaults(), **(spec.extra_profiles if spec else {})}
     if profile not in profiles:

@@ -320,3 +320,21 @@ def test_typed_query_conditioned_policy_trains_deterministically_and_ranks_by_ty
     assert any(abs(a[1] - b[1]) > 1e-6 for x, y in zip(by_table, untyped) for a, b in zip(x, y))
     renamed = [["spaceship" if t is None else t for t in r] for r in as_names]
     assert loaded.rank(val_r[:8], node_emb, val_q[:8], k=1000, node_types=renamed) == by_name
+
+
+def test_each_dataset_has_a_default_profile_and_metaqa_deep_carries_the_chosen_model():
+    from seeder_dgl.datasets import resolve_profile, retrieval_profile
+    from seeder_dgl.training import command
+
+    assert resolve_profile("metaqa") == "deep" and resolve_profile("metaqa", "paper") == "paper"
+    assert [resolve_profile(d) for d in ("prime", "mag", "amazon", "synthetic", "mykg")] == ["paper"] * 5
+    assert retrieval_profile("metaqa") == retrieval_profile("metaqa", "deep")
+    assert retrieval_profile("metaqa").seeding == "fulltext" and retrieval_profile("prime").seeding == "dense"
+    deep = command.build_config("metaqa", profile="deep")
+    assert (deep.node_types, deep.query_relations, deep.rank_loss, deep.lr) == (True, True, "listwise", 3e-3)
+    # The paper's setting stays the paper's table, for MetaQA and for STaRK.
+    for dataset in ("metaqa", "prime", "mag", "amazon"):
+        paper = command.build_config(dataset, profile="paper")
+        assert (paper.node_types, paper.query_relations, paper.rank_loss, paper.query_injection) == \
+            (False, False, "bpr", "concat")
+    assert command.build_config("amazon").lr == 3e-4 and command.build_config("prime").lr == 1e-3

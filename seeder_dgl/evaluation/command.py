@@ -277,21 +277,22 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
              checkpoint: str | Path | None = None, out: str | Path | None = None, sweep: bool = False,
              source: str | None = None, depth: int | None = None, per_query: bool = False,
              sweep_budgets: Sequence[int] | None = None, sweep_queries: int | None = SWEEP_QUERIES,
-             progress: bool = True, console=None, profile: str = "paper", diagnose: bool = False) -> EvalResult:
+             progress: bool = True, console=None, profile: str | None = None, diagnose: bool = False) -> EvalResult:
     """Evaluate the methods on one question set; prints the tables and writes the result files.
 
     ``depth``: nodes asked of each method, over which ``@any`` and ``size`` are measured
     (default: the K-hop budget B = k0 + sum of the per-hop budgets, at least ``k``).
     ``out``: result folder (default ``benchmarks/results/eval-<dataset>-<split or qa-file stem>/``,
     ``-<profile>`` appended for a profile other than 'paper').
-    ``profile``: the retrieval settings (seeds, budgets, seeding) every graph method starts from;
-    full-text or hybrid seeds come from Neo4j once per question and are shared by all methods.
+    ``profile``: the retrieval settings (seeds, budgets, seeding) every graph method starts from
+    (None: the dataset's default); full-text or hybrid seeds come from Neo4j once per question and
+    are shared by all methods.
     ``diagnose``: also the funnel of every SeedER policy (``evaluation.diagnose``: where answers
     are lost), per hop count and question type, saved as ``funnel-<method>.{json,md}``.
     """
     from rich.console import Console
 
-    from seeder_dgl.datasets import cache_root, resolve_model, retrieval_profile
+    from seeder_dgl.datasets import cache_root, resolve_model, resolve_profile, retrieval_profile
     from seeder_dgl.embeddings import TextEncoder
     from seeder_dgl.evaluation import plots, report
     from seeder_dgl.graphstore.connection import open_driver
@@ -300,6 +301,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
 
     console = console or Console()
     started = time.perf_counter()
+    profile = resolve_profile(dataset, profile)
     if k <= 0:
         raise SeederError(f"--k must be at least 1, not {k}")
     if depth is not None and depth < k:

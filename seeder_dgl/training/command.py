@@ -157,18 +157,21 @@ def default_run_dir(dataset: str, ablation: str = "full", profile: str = "paper"
 def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto", out: str | Path | None = None,
                  resume: bool = False, seed: int = 0, ablation: str = "full", limit: int | None = None,
                  cache_dir: str | Path | None = None, overrides: dict | None = None, progress: bool = True,
-                 threads: int | None = None, profile: str = "paper"):
+                 threads: int | None = None, profile: str | None = None):
     """Train SeedER on ``dataset``'s cached train/val subgraphs; returns ``trainer.TrainResult``.
 
     ``out``: run folder [default ``runs/<dataset>/<ablation>``]; ``limit``: only the first N queries
     of each split (quick runs); ``cache_dir``: instead of ``SEEDER_CACHE``; ``overrides``: any
     TrainConfig fields (``{"lr": 3e-4, "hidden_dim": 32}``); ``threads``: torch/OpenMP threads when
     ``OMP_NUM_THREADS`` is unset [default: cores, at most 4]; ``profile``: the retrieval profile
-    whose subgraphs were extracted (``seeder-dgl extract --profile``), e.g. MetaQA's ``deep``.
+    whose subgraphs were extracted (``seeder-dgl extract --profile``), e.g. MetaQA's ``deep``
+    [default: the dataset's, ``datasets.resolve_profile``].
     """
     thread_info = configure_threads(threads)  # before DGL and the export are touched
 
-    from seeder_dgl.datasets import cache_root
+    from seeder_dgl.datasets import cache_root, resolve_profile
+
+    profile = resolve_profile(dataset, profile)
     from seeder_dgl.subgraph.cache import load_split
     from seeder_dgl.training.trainer import train
 
