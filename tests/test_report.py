@@ -313,7 +313,7 @@ def test_run_eval_qa_file_reports_unknown_names(offline, tmp_path):
                        "who acted in films by [Ridley Scott]\tHarrison Ford|Ghost Actor\n")
     offline["kg"] = load_metaqa_kb(root / "kb.txt")[0]
     console = Console(file=io.StringIO(), width=250, record=True)
-    result = run_eval("metaqa", qa_file=str(qa_file), source=str(root), methods="dense,khop", k=5,
+    result = run_eval("metaqa", qa_file=str(qa_file), source=str(root), methods="dense,khop", k=5, profile="paper",
                       out=tmp_path / "eval", progress=False, console=console)
     text = console.export_text()
     assert "3 answer/topic names in the questions match no node" in text

@@ -71,7 +71,7 @@ class Funnel:
         return {f"{a}->{b}": s[a] - s[b] for a, b in zip(STAGES[:-1], STAGES[1:])}
 
 
-def funnel_flags(policy, batch, ranked_ids: list[list[int]], trace, selected: torch.Tensor,
+def funnel_flags(batch, ranked_ids: list[list[int]], trace, selected: torch.Tensor,
                  expanded: bool = True) -> dict[str, np.ndarray]:
     """Stage flags of the graphs of one deterministic rollout (``rollout(..., keep_trace=True)``).
 
@@ -140,7 +140,7 @@ def diagnose(loaded, records: Sequence, node_features, query_emb: np.ndarray, *,
         batch = prep.batch([records[i] for i in chunk], rows, query[chunk], loaded.device)
         out = rollout(loaded.policy, batch, sample=False, mode=mode, ops=ops, keep_trace=True)
         ids, _ = out.ranked()
-        part = funnel_flags(loaded.policy, batch, ids, out.trace, out.selected, expanded=mode != "rerank")
+        part = funnel_flags(batch, ids, out.trace, out.selected, expanded=mode != "rerank")
         for s in STAGES:
             flags[s][chunk] = part[s]
         sizes[chunk] = torch.bincount(batch.graph_index[out.selected], minlength=batch.num_graphs).numpy()

@@ -249,8 +249,8 @@ class EvalGraph:
 
     def type_table(self, policy) -> np.ndarray | None:
         """Type ids of every node in ``policy``'s (``LoadedPolicy``) type vocabulary, or None."""
-        prep = policy.preprocessing
-        if prep.node_type_names is None or self.node_type is None:
+        prep = getattr(policy, "preprocessing", None)
+        if prep is None or prep.node_type_names is None or self.node_type is None:
             return None
         return prep.type_table(self.node_type, self.node_type_names or [])
 
@@ -289,8 +289,8 @@ class SeederMethod:
 
     def __call__(self, i: int) -> Ranking:
         sub = self.subgraph(i)
-        ranked = self.policy.rank([sub], self.graph.node_emb, self.query_emb[i][None, :], k=self.depth,
-                                  node_types=self.node_types)
+        types = {} if self.node_types is None else {"node_types": self.node_types}
+        ranked = self.policy.rank([sub], self.graph.node_emb, self.query_emb[i][None, :], k=self.depth, **types)
         return _as_ranking(ranked[0]) if ranked else []
 
 
