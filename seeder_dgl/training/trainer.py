@@ -438,7 +438,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                                               selection_metric=SELECTION_METRIC, initial_validation=initial,
                                               extra={"num_parameters": num_parameters}, title=title)
                 bars.console.print(
-                    f"epoch {epoch}/{cfg.epochs}  loss {row['loss']:.4f} (RL {row['rl_loss']:.4f}, BPR "
+                    f"epoch {epoch}/{cfg.epochs}  loss {row['loss']:.4f} (RL {row['rl_loss']:.4f}, rank "
                     f"{row['bpr_loss']:.4f})  reward {row['reward']:.3f}  | val R@20 {val['recall@20']:.4f}  "
                     f"H@1 {val['hit@1']:.4f}  H@5 {val['hit@5']:.4f}  MRR {val['mrr']:.4f}  | "
                     f"{row['queries_per_s']:.1f} q/s, {row['seconds']:.1f} s" + ("  *best*" if improved else ""),
