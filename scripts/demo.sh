@@ -31,8 +31,8 @@ $sd train metaqa --epochs "$EPOCHS"
 step "5/6 evaluate SeedER against the baselines on ${VAL_QUESTIONS} validation questions"
 $sd eval metaqa --split val --sample "$VAL_QUESTIONS" --out "$SEEDER_RUNS/eval" "${DATA_OPT[@]}"
 step "6/6 ask the live graph"
-# A 2-hop question a reader can check: the movies directed by Christopher Nolan, the director of
-# Inception (grep '|directed_by|Christopher Nolan' in kb.txt).
-$sd query metaqa "which movies did the director of Inception direct" --k 10
-$sd query metaqa "which movies did the director of Inception direct" --k 10 --method khop --format triples
+# A 2-hop question a reader can check in kb.txt: the movies with '|directed_by|Christopher Nolan',
+# then their '|starred_actors|' lines (the demo policy ranks Gary Oldman, Aaron Eckhart, ... first).
+$sd query metaqa "who starred in the movies directed by Christopher Nolan" --k 10
+$sd query metaqa "who starred in the movies directed by Christopher Nolan" --k 10 --method khop --format triples
 printf '\nNeo4j keeps running for more questions (seeder-dgl query metaqa "..."); stop it with: %s neo4j stop\n' "$sd"
