@@ -49,6 +49,8 @@ CHANGES: dict[str, dict] = {
                      "hidden_dim": 32},
     "combined_caps": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                       "frontier_caps": (40, 80, 120)},
+    "combined_steps": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                       "expansion_sizes": (9, 10, 10)},
 }
 VARIANTS: dict[str, dict] = {name: {**BASE, **change} for name, change in CHANGES.items()}
 METRICS = ("hit@1", "hit@5", "mrr", "recall@20", "hit@any")
