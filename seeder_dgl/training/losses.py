@@ -2,13 +2,16 @@
 
 * reward: Recall@Any of the final selected set V_T;
 * ``reinforce_loss``: group-centred REINFORCE, L_RL = −1/M Σ_m Â^(m) Σ_t log π(a_t^(m));
-* ``bpr_loss``: pairwise ranking of the final scores inside each retrieved set.
+* ``bpr_loss``: pairwise ranking of the final scores inside each retrieved set;
+* ``listwise_loss``: softmax ranking of the final scores over each retrieved set.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from seeder_dgl.model.ops import scatter_softmax
 
 BASELINES = ("group", "greedy", "none")
 
@@ -96,14 +99,11 @@ def listwise_loss(scores: Tensor, labels: Tensor, graph_index: Tensor) -> Tensor
         return scores.sum()
     num_graphs = int(graph_index.max()) + 1
     labels = labels.bool()
-    shift = scores.detach().new_full((num_graphs,), -torch.inf).scatter_reduce(
-        0, graph_index, scores.detach(), reduce="amax")  # softmax is shift-invariant: no gradient needed
-    e = torch.exp(scores - shift[graph_index])
-    total = e.new_zeros(num_graphs).index_add(0, graph_index, e)
-    positive = e.new_zeros(num_graphs).index_add(0, graph_index, torch.where(labels, e, torch.zeros_like(e)))
+    prob = scatter_softmax(scores, graph_index, num_graphs)
+    positive = prob.new_zeros(num_graphs).index_add(0, graph_index, torch.where(labels, prob, torch.zeros_like(prob)))
     npos = torch.zeros(num_graphs, dtype=torch.int64, device=scores.device).index_add(0, graph_index, labels.long())
     count = torch.bincount(graph_index, minlength=num_graphs)
     valid = (npos > 0) & (npos < count)
     if not bool(valid.any()):
         return scores.sum() * 0.0
-    return (torch.log(total[valid]) - torch.log(positive[valid])).mean()
+    return -torch.log(positive[valid]).mean()
