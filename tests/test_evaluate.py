@@ -157,12 +157,12 @@ def test_every_baseline_runs(world):
 
 
 class FakePolicy:
-    """LoadedPolicy's interface: rank(records, node_features [N, d], query_emb [B, d], k)."""
+    """LoadedPolicy's interface: rank(records, node_features [N, d], query_emb [B, d], k, node_types)."""
 
     def __init__(self):
         self.calls = []
 
-    def rank(self, records, node_features, query_emb, k=20):
+    def rank(self, records, node_features, query_emb, k=20, node_types=None):
         out = []
         for rec, q in zip(records, query_emb):
             self.calls.append((rec.query_id, rec.num_nodes, rec.labels.shape[0]))

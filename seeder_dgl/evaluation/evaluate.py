@@ -289,8 +289,8 @@ class SeederMethod:
 
     def __call__(self, i: int) -> Ranking:
         sub = self.subgraph(i)
-        types = {} if self.node_types is None else {"node_types": self.node_types}
-        ranked = self.policy.rank([sub], self.graph.node_emb, self.query_emb[i][None, :], k=self.depth, **types)
+        ranked = self.policy.rank([sub], self.graph.node_emb, self.query_emb[i][None, :], k=self.depth,
+                                  node_types=self.node_types)
         return _as_ranking(ranked[0]) if ranked else []
 
 
