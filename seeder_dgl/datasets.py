@@ -96,7 +96,7 @@ def _metaqa() -> DatasetSpec:
 
         return load_metaqa(source)[1]
 
-    # 'deep' (issue #7): one full-text-linked seed and three hops within B = 500, chosen on the
+    # 'deep': one full-text-linked seed and three hops within B = 500, chosen on the
     # validation split of the dev questions (`seeder-dgl eval metaqa --coverage`).
     return DatasetSpec("metaqa", "MetaQA WikiMovies KB with 1/2/3-hop questions (../shared/data/metaqa)",
                        graph, questions, RetrievalDefaults(seeds=3, budgets=(50, 97)),

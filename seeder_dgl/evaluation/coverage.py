@@ -67,7 +67,7 @@ def coverage(graph, queries: list[Query], query_emb: np.ndarray, settings: list[
 
 DEFAULT_SETTINGS = {
     # The paper's dense seeding at B=150, each seeding mode at that budget, then the 'deep'
-    # profile chosen on the validation split (issue #7): one full-text seed, three hops, B=500.
+    # profile chosen on the validation split: one full-text seed, three hops, B=500.
     "metaqa": [CoverageSetting("dense", 3, (50, 97)), CoverageSetting("fulltext", 1, (50, 99)),
                CoverageSetting("hybrid", 3, (50, 97)), CoverageSetting("dense", 3, (15, 110, 372)),
                CoverageSetting("hybrid", 3, (15, 110, 372)), CoverageSetting("fulltext", 1, (15, 110, 374))],
