@@ -184,7 +184,7 @@ class FakePolicy:
     def __init__(self, path):
         self.path = path
 
-    def rank(self, records, node_features, query_emb, k=20):
+    def rank(self, records, node_features, query_emb, k=20, node_types=None):
         return [[(int(i), float(-j)) for j, i in enumerate(r.node_ids[:k])] for r in records]
 
 
