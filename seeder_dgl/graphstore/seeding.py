@@ -81,7 +81,12 @@ def seed(graph, question: str, embedding: np.ndarray, k: int, mode: str = "dense
         return graph.dense_seeds(embedding, k, exact=exact)
     linked = link_entities(question, graph.fulltext_hits(question, embedding, candidates))
     if mode == "fulltext":
-        return [(h["id"], h["similarity"]) for h in linked[:k]]
+        seeds = [(h["id"], h["similarity"]) for h in linked[:k]]
+        if len(seeds) < k:  # no name in the graph matches the question's words: dense seeds fill in
+            taken = {i for i, _ in seeds}
+            dense = graph.dense_seeds(embedding, k + len(seeds), exact=exact)
+            seeds += [(i, s) for i, s in dense if i not in taken][:k - len(seeds)]
+        return seeds
     dense = graph.dense_seeds(embedding, max(k, 10), exact=exact)
     ids = fuse([[h["id"] for h in linked], [i for i, _ in dense]], k)
     sims = {**{i: s for i, s in dense}, **{h["id"]: h["similarity"] for h in linked}}
