@@ -8,6 +8,7 @@ synthetic graphs number their entities that way).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import tempfile
@@ -57,11 +58,59 @@ def is_identifier(name: str) -> bool:
 def to_identifier(name: str) -> str:
     """Map a free-form type/relation name ('gene/protein', 'directed_by') to a Cypher identifier."""
     cleaned = re.sub(r"[^A-Za-z0-9_]+", "_", name.strip()).strip("_")
-    if not cleaned:
-        raise ValueError(f"type name {name!r} has no letters or digits")
+    if not cleaned:  # '!!!', '→': a stable identifier of its own
+        cleaned = "T_" + hashlib.sha1(name.encode("utf-8", "replace")).hexdigest()[:8]
     if not cleaned[0].isalpha():
         cleaned = "T_" + cleaned
     return cleaned[:64]
+
+
+def unique_identifiers(names: list[str]) -> list[str]:
+    """``names`` with repeats numbered (``X``, ``X_2``, ...), so each maps back to one source name."""
+    out: list[str] = []
+    used: set[str] = set()
+    for name in names:
+        candidate, n = name, 1
+        while candidate in used:
+            n += 1
+            candidate = f"{name[:58]}_{n}"
+        used.add(candidate)
+        out.append(candidate)
+    return out
+
+
+class TripleSet:
+    """Distinct ``(head, relation, tail)`` triples of node ids as a loader reads them: relations are
+    numbered in first-seen order, repeated triples are counted and dropped."""
+
+    def __init__(self) -> None:
+        self.relation_ids: dict[str, int] = {}
+        self._seen: set[tuple[int, int, int]] = set()
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._rel: list[int] = []
+        self.duplicates = 0
+
+    def add(self, head: int, relation: str, tail: int) -> None:
+        r = self.relation_ids.setdefault(relation, len(self.relation_ids))
+        if (head, r, tail) in self._seen:
+            self.duplicates += 1
+            return
+        self._seen.add((head, r, tail))
+        self._src.append(head)
+        self._dst.append(tail)
+        self._rel.append(r)
+
+    def __len__(self) -> int:
+        return len(self._src)
+
+    @property
+    def relation_names(self) -> list[str]:
+        return list(self.relation_ids)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """int64 edge_src, edge_dst, edge_rel."""
+        return tuple(np.asarray(x, dtype=np.int64) for x in (self._src, self._dst, self._rel))
 
 
 @dataclass
@@ -90,6 +139,8 @@ class KnowledgeGraph:
     """int64 [E]: index into ``relation_names``."""
     relation_names: list[str]
     """Original relation names (e.g. 'directed_by', 'ppi')."""
+    node_keys: list[str] | None = None
+    """The source's own node ids (as text) when it has them (node tables), else None (names are ids)."""
 
     @property
     def num_nodes(self) -> int:
@@ -100,12 +151,13 @@ class KnowledgeGraph:
         return int(self.edge_src.shape[0])
 
     def node_labels(self) -> list[str]:
-        """Cypher labels for the node types, in ``node_type_names`` order."""
-        return [to_identifier(t) for t in self.node_type_names]
+        """Cypher labels for the node types, in ``node_type_names`` order (distinct)."""
+        return unique_identifiers([to_identifier(t) for t in self.node_type_names])
 
     def relation_types(self) -> list[str]:
-        """Cypher relationship types (upper snake case), in ``relation_names`` order."""
-        return [to_identifier(r).upper() for r in self.relation_names]
+        """Cypher relationship types (upper snake case), in ``relation_names`` order; two names that
+        clean to one type ('directed by', 'directed_by') get distinct ones (DIRECTED_BY, DIRECTED_BY_2)."""
+        return unique_identifiers([to_identifier(r).upper() for r in self.relation_names])
 
     def validate(self) -> None:
         """Raise ValueError with a one-line reason when the arrays disagree."""
@@ -127,6 +179,8 @@ class KnowledgeGraph:
                 )
             if int(self.edge_rel.min()) < 0 or int(self.edge_rel.max()) >= len(self.relation_names):
                 raise ValueError(f"{self.name}: edge relation id outside 0..{len(self.relation_names) - 1}")
+        if self.node_keys is not None and len(self.node_keys) != n:
+            raise ValueError(f"{self.name}: {n} nodes but {len(self.node_keys)} node keys")
         if n and (int(self.node_type.min()) < 0 or int(self.node_type.max()) >= len(self.node_type_names)):
             raise ValueError(f"{self.name}: node type id outside 0..{len(self.node_type_names) - 1}")
 

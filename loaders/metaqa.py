@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loaders.kg import DataError, KnowledgeGraph, Query, QASet
+from loaders.kg import DataError, KnowledgeGraph, Query, QASet, TripleSet
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[1]
@@ -56,14 +56,9 @@ def load_metaqa_kb(path: str | os.PathLike, text_format: str = "name") -> tuple[
     """
     path = Path(path)
     if not path.is_file():
-        raise MetaQAFormatError(f"{path} is missing: pass --root DIR holding MetaQA's kb.txt and qa/")
+        raise MetaQAFormatError(f"{path} is missing: pass --source DIR holding MetaQA's kb.txt and qa/")
     ids: dict[str, int] = {}
-    seen: set[tuple[int, int, int]] = set()
-    rel_ids: dict[str, int] = {}
-    src: list[int] = []
-    dst: list[int] = []
-    rel: list[int] = []
-    duplicates = 0
+    triples = TripleSet()
     with open(path, encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, start=1):
             line = line.rstrip("\r\n")
@@ -74,20 +69,12 @@ def load_metaqa_kb(path: str | os.PathLike, text_format: str = "name") -> tuple[
                 raise MetaQAFormatError(f"{path}, line {line_no}: expected head|relation|tail, got {line[:80]!r}")
             head, relation, tail = (f.strip() for f in fields)
             h = ids.setdefault(head, len(ids))
-            t = ids.setdefault(tail, len(ids))
-            r = rel_ids.setdefault(relation, len(rel_ids))
-            if (h, r, t) in seen:
-                duplicates += 1
-                continue
-            seen.add((h, r, t))
-            src.append(h)
-            dst.append(t)
-            rel.append(r)
+            triples.add(h, relation, ids.setdefault(tail, len(ids)))
     if not ids:
         raise MetaQAFormatError(f"{path} has no triples: pass the WikiMovies kb.txt")
-    relation_names = list(rel_ids)
-    edge_src, edge_dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-    edge_rel = np.asarray(rel, dtype=np.int64)
+    relation_names = triples.relation_names
+    edge_src, edge_dst, edge_rel = triples.arrays()
+    duplicates = triples.duplicates
     node_type = _infer_types(len(ids), edge_src, edge_dst, edge_rel, relation_names)
     names = list(ids)
     if text_format == "name":
@@ -173,8 +160,10 @@ def _name_lookup(kg: KnowledgeGraph) -> dict[str, int]:
     return lookup
 
 
-def load_metaqa_qa_file(path: str | os.PathLike, kg: KnowledgeGraph, hops: int | None = None) -> QASet:
-    """Questions of any file in MetaQA's format (e.g. ``--qa-file test.txt``), matched to ``kg`` by name.
+def load_metaqa_qa_file(path: str | os.PathLike, kg: KnowledgeGraph | None, hops: int | None = None,
+                        lookup: dict[str, int] | None = None) -> QASet:
+    """Questions of any file in MetaQA's format (e.g. ``--qa-file test.txt``), matched to ``kg`` by name
+    (or through ``lookup``, name -> node id, e.g. another dataset's names read from Neo4j).
 
     ``hops`` defaults to the ``N-hop`` folder in the path, else to the length of each qtype label.
     Splits: the file's stem (e.g. 'test') and 'all', both holding every question.
@@ -184,7 +173,8 @@ def load_metaqa_qa_file(path: str | os.PathLike, kg: KnowledgeGraph, hops: int |
         raise MetaQAFormatError(f"{path} is missing: pass an existing question file in MetaQA's format")
     hops = hops if hops is not None else _hops_from_path(path)
     unknown: list[str] = []
-    queries = _read_questions(path, hops, _name_lookup(kg), unknown, (hops or 0) * HOP_ID_BASE)
+    lookup = lookup if lookup is not None else _name_lookup(kg)
+    queries = _read_questions(path, hops, lookup, unknown, (hops or 0) * HOP_ID_BASE)
     ids = [q.id for q in queries]
     return QASet(name=f"metaqa:{path.stem}", queries={q.id: q for q in queries},
                  splits={path.stem: ids, "all": list(ids)}, unknown_names=unknown)
@@ -210,7 +200,7 @@ def load_metaqa(root: str | os.PathLike | None = None, hops: tuple[int, ...] = (
     """
     base = Path(root) if root is not None else default_root()
     if base is None:
-        raise MetaQAFormatError(f"no MetaQA folder found (looked for {DEFAULT_ROOT}): pass --root DIR holding "
+        raise MetaQAFormatError(f"no MetaQA folder found (looked for {DEFAULT_ROOT}): pass --source DIR holding "
                                 f"kb.txt and qa/{{1,2,3}}-hop/dev.txt")
     kg, duplicates = load_metaqa_kb(base / "kb.txt", text_format=text_format)
     if duplicates:
@@ -224,7 +214,7 @@ def load_metaqa(root: str | os.PathLike | None = None, hops: tuple[int, ...] = (
             raise MetaQAFormatError(f"MetaQA has 1-, 2- and 3-hop questions, not {hop}-hop")
         path = base / "qa" / f"{hop}-hop" / "dev.txt"
         if not path.is_file():
-            raise MetaQAFormatError(f"{path} is missing: pass --root DIR holding qa/{hop}-hop/dev.txt")
+            raise MetaQAFormatError(f"{path} is missing: pass --source DIR holding qa/{hop}-hop/dev.txt")
         hop_queries = _read_questions(path, hop, lookup, unknown, hop * HOP_ID_BASE)
         queries.update((q.id, q) for q in hop_queries)
         ids = [q.id for q in hop_queries]

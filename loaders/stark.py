@@ -543,12 +543,12 @@ def load_stark_qa(qa_root: str | os.PathLike | None = None, name: str = "prime")
     """Read ``<qa_root>/<name>/stark_qa/stark_qa.csv`` and the official train/val/test splits."""
     root = Path(qa_root) if qa_root is not None else default_qa_root()
     if root is None:
-        raise SkbFormatError(f"no STaRK question folder found (looked for {DEFAULT_QA_ROOT}): pass --qa-root DIR "
+        raise SkbFormatError(f"no STaRK question folder found (looked for {DEFAULT_QA_ROOT}): set SEEDER_STARK_QA=DIR "
                              f"holding {name}/stark_qa/stark_qa.csv and {name}/split/")
     base = root / name
     csv_path = base / "stark_qa" / "stark_qa.csv"
     if not csv_path.is_file():
-        raise SkbFormatError(f"{csv_path} is missing: pass --qa-root DIR holding {name}/stark_qa/stark_qa.csv "
+        raise SkbFormatError(f"{csv_path} is missing: set SEEDER_STARK_QA=DIR holding {name}/stark_qa/stark_qa.csv "
                              f"(the qa/{name} folder of the snap-stanford/stark dataset)")
     queries: dict[int, Query] = {}
     with open(csv_path, newline="", encoding="utf-8") as fh:
@@ -577,7 +577,7 @@ def load_stark_qa(qa_root: str | os.PathLike | None = None, name: str = "prime")
     for split in ("train", "val", "test"):
         path = base / "split" / f"{split}.index"
         if not path.is_file():
-            raise SkbFormatError(f"{path} is missing: pass --qa-root DIR holding {name}/split/{split}.index")
+            raise SkbFormatError(f"{path} is missing: set SEEDER_STARK_QA=DIR holding {name}/split/{split}.index")
         ids = []
         for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():

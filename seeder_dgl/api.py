@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from seeder_dgl.errors import SeederError
+from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.graphstore.seeding import seed
 
 METHODS = ("seeder", "dense", "khop", "ppr")
@@ -71,6 +71,7 @@ class Retriever:
         from seeder_dgl.graphstore.connection import open_driver
         from seeder_dgl.graphstore.live import LiveGraph
 
+        check_dataset_name(dataset)
         self._check_method(method)
         self.dataset = dataset
         self.method = method

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from pathlib import Path
 from typing import Callable
 
 import typer
@@ -125,26 +126,70 @@ def _write_json(path, payload) -> None:
 
 
 # ---- ingest -----------------------------------------------------------------------------------
+def _check_questions(path, kg, name: str) -> None:
+    """Read the question file against the graph just loaded: bad rows fail before minutes of encoding."""
+    from loaders.questions import NodeResolver, load_question_table
+
+    if path.suffix.lower() == ".txt":
+        return  # MetaQA-format questions are matched when they are used
+    keys = kg.node_keys
+    qa = load_question_table(path, NodeResolver.from_nodes(range(kg.num_nodes), kg.node_names, keys), name)
+    unmatched = sum(1 for q in qa.queries.values() if not q.answers)
+    line = (f"Questions {path.name}: {len(qa.queries):,} ({len(qa.splits['train']):,} train / "
+            f"{len(qa.splits['val']):,} val / {len(qa.splits['test']):,} test)")
+    if qa.unknown_names:
+        shown = ", ".join(repr(n) for n in list(dict.fromkeys(qa.unknown_names))[:5])
+        line += f"; {len(qa.unknown_names):,} answer/topic names match no node (e.g. {shown})"
+    if unmatched:
+        line += f"; {unmatched:,} questions have no answer in the graph and will be skipped"
+    console.print(line)
+
+
+def _complete_embeddings(given, kg, encoder, batch_size: int):
+    """The table's own embeddings, with the nodes that have none encoded by the model."""
+    import numpy as np
+
+    missing = np.flatnonzero(np.isnan(given).any(axis=1))
+    if missing.size == 0:
+        return given
+    encoded = encoder.encode([kg.node_texts[i] for i in missing], batch_size=batch_size, show_progress=True)
+    if encoded.shape[1] != given.shape[1]:
+        raise SeederError(f"the nodes table's embeddings are {given.shape[1]}-d but {missing.size:,} nodes have none "
+                          f"and the model gives {encoded.shape[1]}-d vectors: give every node an embedding, or pass "
+                          "the --model that made them")
+    out = given.copy()
+    out[missing] = encoded
+    return out
+
+
 @app.command()
 @one_line_errors
 def ingest(
-    dataset: str = typer.Argument(..., help="prime, mag, amazon, metaqa or synthetic."),
+    dataset: str = typer.Argument(..., help="prime, mag, amazon, metaqa or synthetic; or a name of your own for "
+                                            "your graph's files (--source)."),
     source: str = typer.Option(None, help="Local folder (or processed.zip) with the dataset's files; "
-                                          "STaRK graphs are downloaded from the Hugging Face hub without it."),
+                                          "STaRK graphs are downloaded from the Hugging Face hub without it. "
+                                          "Your own graph: a triples file (head, relation, tail) or a folder "
+                                          "with one, or with nodes.* and edges.* tables (CSV, TSV, JSON lines, "
+                                          "Parquet), and questions.csv/.jsonl beside them."),
     model: str = typer.Option(None, help="sentence-transformers model name or path for node embeddings "
                                          "\\[default: all-MiniLM-L6-v2, packaged offline]."),
     reset: bool = typer.Option(False, help="Delete the dataset from Neo4j first and ingest it anew."),
-    batch_size: int = typer.Option(256, help="Texts per encoder batch."),
+    batch_size: int = typer.Option(256, min=1, help="Texts per encoder batch."),
     quantization: bool = typer.Option(False, help="Quantize the vector index (less memory, approximate order)."),
     ef_construction: int = typer.Option(
         100, "--index-ef-construction", min=1, max=3200,  # writer.EF_CONSTRUCTION, Neo4j's default
         help="HNSW build width of the vector index: lower builds faster with lower seeding recall "
              "(Prime scale: 50 took 58 s instead of 89 s, recall@3 0.836 instead of 0.876)."),
-    name: str = typer.Option(None, help="Store under this dataset name (e.g. your own graph in MetaQA format "
-                                        "with --source) \\[default: the dataset argument]."),
+    name: str = typer.Option(None, help="Store a built-in format under this dataset name (e.g. your own graph in "
+                                        "MetaQA's format: ingest metaqa --name mykg --source DIR) "
+                                        "\\[default: the dataset argument]."),
     embeddings: str = typer.Option(None, help="Precomputed node embeddings: a torch-saved dict node id -> vector "
                                               "(STaRK's candidate_emb_dict.pt); --model must name the model that "
                                               "made them, so questions are encoded in the same space."),
+    questions: str = typer.Option(None, help="Your graph's question file (CSV or JSON lines: question, answers, "
+                                             "optional split and topic) \\[default: questions.csv/.jsonl beside "
+                                             "the graph files]."),
 ):
     """Load a knowledge graph, embed its node texts and write it into Neo4j with a vector index.
 
@@ -154,21 +199,55 @@ def ingest(
 
     from rich.table import Table
 
-    from seeder_dgl.datasets import cache_root, get_spec, model_label, resolve_model
+    from seeder_dgl.datasets import DATASETS, cache_root, model_label, read_manifest, resolve_model
     from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.errors import check_dataset_name
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.writer import GraphWriter
 
-    spec = get_spec(dataset)
-    stored_as = name or dataset
+    builtin = dataset in DATASETS
+    if name is not None and not builtin:
+        raise SeederError(f"--name stores a built-in format ({', '.join(DATASETS)}) under another name; for your "
+                          f"own files the dataset argument is the name: seeder-dgl ingest {name} --source ...")
+    stored_as = check_dataset_name(name or dataset)
+    previous = read_manifest(stored_as)
+    if not builtin:
+        source = source or (previous or {}).get("source")
+        if not source:
+            raise SeederError(f"{dataset} is not a built-in dataset ({', '.join(DATASETS)}): pass --source with "
+                              "your graph's folder or triples file")
     driver = open_driver()  # fail fast, before minutes of loading and encoding
     with driver:  # closed on every way out, errors in loading and encoding included
         t0 = time.perf_counter()
-        with console.status(f"Loading {spec.description}..."):
-            kg = spec.load_graph(source)
+        given = None
+        if builtin:
+            spec = DATASETS[dataset]
+            with console.status(f"Loading {spec.description}..."):
+                kg = spec.load_graph(source)
+            manifest = {"name": stored_as, "format": dataset, "source": str(Path(source).resolve()) if source else None} if stored_as != dataset else None
+        else:
+            from loaders.files import find_graph_files, load_graph_files
+
+            files = find_graph_files(source)
+            with console.status(f"Loading {files.describe()}..."):
+                loaded = load_graph_files(files, stored_as)
+            kg, given = loaded.kg, loaded.embeddings
+            for note in loaded.notes:
+                console.print(f"note: {note}")
+            question_file = Path(questions).expanduser() if questions else files.questions
+            manifest = {"name": stored_as, "format": "files", "kind": files.kind,
+                        "source": str(Path(source).expanduser().resolve()),
+                        "files": {k: str(p.resolve()) for k, p in files.paths.items()},
+                        "questions": str(question_file.resolve()) if question_file else None}
+            if question_file:
+                _check_questions(question_file, kg, stored_as)
+            else:
+                console.print(f"note: no questions.csv/.jsonl beside {files.describe()}: retrieval works, training "
+                              "and evaluation need one (ingest again with --questions FILE)")
         load_seconds = time.perf_counter() - t0
-        console.print(f"Loaded {dataset}: {kg.num_nodes:,} nodes, {kg.num_edges:,} triples, "
-                      f"{len(kg.relation_names)} relations ({load_seconds:.1f} s)")
+        console.print(f"Loaded {stored_as}: {kg.num_nodes:,} nodes, {kg.num_edges:,} triples, "
+                      f"{len(kg.relation_names)} relations, {len(kg.node_type_names)} node types "
+                      f"({load_seconds:.1f} s)")
         t0 = time.perf_counter()
         encoder = TextEncoder(resolve_model(model))
         if embeddings:
@@ -176,6 +255,8 @@ def ingest(
 
             node_emb = load_precomputed(embeddings, num_nodes=kg.num_nodes)
             console.print(f"Imported {node_emb.shape[0]:,} precomputed {node_emb.shape[1]}-d embeddings from {embeddings}")
+        elif given is not None:
+            node_emb = _complete_embeddings(given, kg, encoder, batch_size)
         else:
             node_emb = encoder.encode(kg.node_texts, batch_size=batch_size, show_progress=True)
         rel_emb = encoder.encode_relations(kg.relation_names)
@@ -186,7 +267,13 @@ def ingest(
         summary = GraphWriter(driver, stored_as).ingest(kg, node_emb, rel_emb, model_label(model),
                                                       reset=reset, quantization=quantization,
                                                       ef_construction=ef_construction)
-    record = {"dataset": stored_as, "format": dataset, "nodes": summary.nodes, "relationships": summary.relationships,
+    if manifest is not None:
+        if summary.skipped and previous and previous.get("retrieval"):
+            manifest["retrieval"] = previous["retrieval"]  # same data: the tuned settings still hold
+        from seeder_dgl.datasets import write_manifest
+
+        write_manifest(stored_as, manifest)
+    record = {"dataset": stored_as, "format": dataset if builtin else "files", "nodes": summary.nodes, "relationships": summary.relationships,
               "duplicates_removed": summary.duplicates_removed, "model": summary.model,
               "dimension": summary.dimension, "load_seconds": round(load_seconds, 2),
               "encode_seconds": round(encode_seconds, 2), "write_seconds": round(summary.seconds, 2),
@@ -228,12 +315,52 @@ def status():
         console.print(f"No dataset is ingested in {settings.uri}: run `seeder-dgl ingest metaqa`.")
         return
     table = Table(title=f"datasets in {settings.uri}")
-    for column in ("name", "status", "nodes", "relationships", "model", "dim"):
+    for column in ("name", "label", "status", "nodes", "relationships", "model", "dim", "tuned retrieval"):
         table.add_column(column)
     for r in rows:
-        table.add_row(r["name"], r["status"], f"{r['num_nodes']:,}", f"{r['num_relationships']:,}",
-                      str(r["model"]), str(r["dimension"]))
+        tuned = ""
+        if r["retrieval"]:
+            import json
+
+            chosen = json.loads(r["retrieval"])
+            tuned = f"{chosen['seeding']} k0={chosen['seeds']} b={'/'.join(map(str, chosen['budgets']))}"
+        table.add_row(r["name"], str(r["label"]), str(r["status"]), f"{r['num_nodes'] or 0:,}",
+                      f"{r['num_relationships'] or 0:,}", str(r["model"]), str(r["dimension"]), tuned)
     console.print(table)
+
+
+@app.command()
+@one_line_errors
+def drop(
+    dataset: str = typer.Argument(..., help="An ingested dataset."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+):
+    """Remove a dataset: exactly what seeder-dgl wrote for it in Neo4j (nodes, relationships, indexes,
+    id constraint, record) and its cache folder (exports, subgraphs). Trained runs are kept.
+
+    Other datasets are never touched; a drop cut off half way finishes when run again.
+    """
+    import shutil
+
+    from seeder_dgl.datasets import dataset_dir
+    from seeder_dgl.errors import check_dataset_name
+    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.writer import GraphWriter
+
+    check_dataset_name(dataset)
+    folder = dataset_dir(dataset)
+    with open_driver() as driver:
+        writer = GraphWriter(driver, dataset)
+        record = writer.record()
+        if record is None and not folder.exists():
+            raise SeederError(f"there is no dataset {dataset!r} in Neo4j or in {folder.parent}: nothing to drop")
+        if not yes and not typer.confirm(f"Delete dataset {dataset!r} ({(record or {}).get('num_nodes', 0):,} nodes) "
+                                         f"from Neo4j and {folder}?"):
+            raise typer.Exit(1)
+        deleted = writer.drop() if record is not None else 0
+    if folder.exists():
+        shutil.rmtree(folder)
+    console.print(f"dropped {dataset}: {deleted:,} nodes deleted from Neo4j, {folder} removed")
 
 
 # ---- extract ----------------------------------------------------------------------------------
@@ -254,6 +381,8 @@ def extract(
     overwrite: bool = typer.Option(False, help="Replace a cache built with other settings."),
     engine: str = typer.Option("cypher", help="cypher: every query through Cypher on the live graph; memory: "
                                               "read the graph from Neo4j once, then the same K-hop in memory (faster)."),
+    questions: str = typer.Option(None, help="Question file of your own graph (CSV or JSON lines) "
+                                             "\\[default: the one recorded at ingest]."),
 ):
     """Extract K-hop-with-filtering subgraphs of question splits from the live graph into the cache.
 
@@ -261,40 +390,74 @@ def extract(
     """
     import dataclasses
 
-    from seeder_dgl.datasets import cache_root, get_spec, resolve_profile, retrieval_profile
+    from seeder_dgl.datasets import TUNED, dataset_dir, get_spec, resolve_profile, retrieval_profile
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.graphstore.seeding import check_mode
     from seeder_dgl.subgraph.extract import ExtractionSettings, SnapshotGraph, extract_split
-
-    profile = resolve_profile(dataset, profile)
 
     if engine not in ("cypher", "memory"):
         raise SeederError(f"--engine is cypher or memory, not {engine!r}")
     spec = get_spec(dataset)
     if spec.load_questions is None:
         raise SeederError(f"{dataset} has no questions to extract subgraphs for")
+    if profile is None and not spec.builtin and spec.default_profile != TUNED and seeds is None and not budgets:
+        from seeder_dgl.evaluation.tune import run_tune
+
+        console.print(f"{dataset} has no retrieval settings yet: choosing them on its validation questions "
+                      f"(seeder-dgl tune {dataset})")
+        run_tune(dataset, questions=questions, console=console)
+        profile = TUNED
+    profile = resolve_profile(dataset, profile)
     defaults = retrieval_profile(dataset, profile)
     settings = ExtractionSettings(seeds=seeds or defaults.seeds, budgets=_budgets(budgets, defaults.budgets),
                                   seeding=check_mode(seeding or defaults.seeding))
+    if settings.seeds < 1:
+        raise SeederError(f"--seeds must be at least 1, not {settings.seeds}")
     with console.status(f"Loading {dataset} questions..."):
-        qa = spec.load_questions(source, None)
+        qa = spec.load_questions(questions or source, None)
+    unknown = [s for s in split if s not in qa.splits]
+    if unknown:
+        raise SeederError(f"{dataset} has no question split {unknown[0]!r}: choose from {', '.join(qa.splits)}")
     with open_driver() as driver:
         graph = LiveGraph(driver, dataset)
         encoder = _query_encoder(graph)
         if engine == "memory":
             from seeder_dgl.graphstore.export import export_graph
 
-            graph = SnapshotGraph(graph, export_graph(driver, dataset, cache_root() / dataset / "export"))
+            graph = SnapshotGraph(graph, export_graph(driver, dataset, dataset_dir(dataset) / "export"))
             settings = dataclasses.replace(settings, exact_seeds=True)  # seeding in memory is an exact scan
         for name in split:
             queries = qa.sample(name, sample)
             queries = queries[:limit] if limit else queries
+            without = sum(1 for q in queries if not q.answers)
+            queries = [q for q in queries if q.answers]  # nothing to learn from or score without an answer
+            if without:
+                console.print(f"{name}: {without:,} questions have no answer in the graph and are left out")
+            if not queries:
+                raise SeederError(f"{dataset} has no {name} question with an answer in the graph")
             embs = encoder.encode([q.text for q in queries], show_progress=False)
-            folder = cache_root() / dataset / "subgraphs" / (name if profile == "paper" else f"{profile}-{name}")
+            folder = dataset_dir(dataset) / "subgraphs" / (name if profile == "paper" else f"{profile}-{name}")
             summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite)
             console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
                           f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")
+
+
+@app.command()
+@one_line_errors
+def tune(
+    dataset: str = typer.Argument(..., help="An ingested dataset with questions."),
+    questions: str = typer.Option(None, help="Question file to tune on \\[default: the dataset's]."),
+):
+    """Choose the dataset's retrieval settings (seeding mode, k0, per-hop budgets) on its validation questions.
+
+    Every candidate setting runs on the validation questions; the one whose K-hop subgraphs hold an
+    answer most often (the cheaper one within 0.01) is stored with the dataset, and extract, train,
+    eval and query use it (profile 'tuned'). `extract` runs this when nothing was chosen yet.
+    """
+    from seeder_dgl.evaluation.tune import run_tune
+
+    run_tune(dataset, questions=questions, console=console)
 
 
 def _query_encoder(graph):
@@ -326,7 +489,7 @@ def train(
 ):
     """Train the SeedER expansion policy and scoring head on the cached K-hop subgraphs.
 
-    Saves best.pt (by validation Recall@20), last.pt, config.json, metrics.json, history.csv and
+    Saves best.pt (by validation Recall@20, ties broken by MRR), last.pt, config.json, metrics.json, history.csv and
     curves.png in the run folder.
     """
     from seeder_dgl.training.command import run_training
@@ -411,7 +574,7 @@ def eval_command(
     sample: int = typer.Option(None, help="A fixed random sample of N questions (seed 0), in split order."),
     checkpoint: str = typer.Option(None, help="SeedER checkpoint \\[default: runs/<dataset>/<profile>-full/best.pt; "
                                               "runs/<dataset>/full/best.pt for the paper profile]."),
-    out: str = typer.Option(None, help="Result folder \\[default: benchmarks/results/eval-<dataset>-<split>/]."),
+    out: str = typer.Option(None, help="Result folder \\[default: benchmarks/results/eval-<dataset>-<split>/; your own graph: runs/<dataset>/eval-<split>/]."),
     sweep: bool = typer.Option(False, help="Also the budget sweep and k-hop growth plots."),
     sweep_queries: int = typer.Option(500, help="Questions (fixed sample) for --sweep."),
     per_query: bool = typer.Option(False, "--per-query", help="Keep per-query metrics and rankings in results.json."),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from loaders.kg import KnowledgeGraph, QASet
-from seeder_dgl.errors import SeederError
+from seeder_dgl.errors import SeederError, check_dataset_name
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -64,6 +64,10 @@ class DatasetSpec:
     """MetaQA maps answer names to ids through the graph's names."""
     default_profile: str = "paper"
     """The profile every command uses without --profile: the best one on the validation split."""
+    builtin: bool = True
+    """False for a graph of the user's own, known from its manifest (``dataset.json``)."""
+    train_defaults: str | None = None
+    """Row of ``training.config.DATASET_DEFAULTS`` its policy starts from (None: its own name, else Prime's)."""
 
 
 def _stark(name: str) -> DatasetSpec:
@@ -123,27 +127,139 @@ DATASETS: dict[str, DatasetSpec] = {s.name: s for s in
                                     (_stark("prime"), _stark("mag"), _stark("amazon"), _metaqa(), _synthetic())}
 
 
+# ---- datasets of the user's own ----------------------------------------------------------------
+# `seeder-dgl ingest NAME --source DIR` (NAME not built in) writes a manifest next to the
+# dataset's cache: where its graph and questions came from and, once `seeder-dgl tune` ran, the
+# retrieval settings chosen on its validation questions (also stored in its Neo4j record).
+MANIFEST = "dataset.json"
+TUNED = "tuned"
+"""The profile of a dataset's own tuned retrieval settings (``seeder-dgl tune``)."""
+
+
+def dataset_dir(name: str) -> Path:
+    """``<cache>/<name>``: the dataset's exports, subgraphs and manifest (names are validated, so a
+    name never reaches outside the cache folder)."""
+    return cache_root() / check_dataset_name(name)
+
+
+def read_manifest(name: str) -> dict | None:
+    import json
+
+    path = dataset_dir(name) / MANIFEST
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise SeederError(f"{path} is unreadable ({exc}): ingest the dataset again") from None
+
+
+def write_manifest(name: str, manifest: dict) -> None:
+    from seeder_dgl.fileio import atomic_write_json
+
+    atomic_write_json(dataset_dir(name) / MANIFEST, manifest)
+
+
+def tuned_settings(manifest: dict | None) -> RetrievalDefaults | None:
+    chosen = (manifest or {}).get("retrieval")
+    if not chosen:
+        return None
+    return RetrievalDefaults(seeds=int(chosen["seeds"]), budgets=tuple(int(b) for b in chosen["budgets"]),
+                             seeding=str(chosen["seeding"]))
+
+
+def node_resolver(dataset: str):
+    """Names and source ids of the dataset's nodes as Neo4j holds them, for matching question files."""
+    from loaders.questions import NodeResolver
+    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.export import export_names
+
+    with open_driver() as driver:
+        return NodeResolver.from_nodes(*export_names(driver, dataset))
+
+
+def load_user_questions(dataset: str, path: str | os.PathLike) -> QASet:
+    """A question file matched to ``dataset``'s own graph: CSV/TSV/JSON lines, or MetaQA's
+    ``question [topic]<TAB>a|b`` text format (.txt)."""
+    path = Path(path).expanduser()
+    resolver = node_resolver(dataset)
+    if path.suffix.lower() == ".txt":
+        from loaders.metaqa import load_metaqa_qa_file
+
+        lookup = {name: ids[0] for name, ids in resolver.by_name.items()}
+        return load_metaqa_qa_file(path, None, lookup=lookup)
+    from loaders.questions import load_question_table
+
+    return load_question_table(path, resolver, dataset)
+
+
+def user_spec(name: str, manifest: dict) -> DatasetSpec:
+    source = manifest.get("source")
+    fmt = manifest.get("format", "files")
+    if fmt in DATASETS:  # a built-in format stored under another name (ingest metaqa --name x)
+        base = DATASETS[fmt]
+        return DatasetSpec(name, f"{base.description} from {source}", lambda _s: base.load_graph(source),
+                           (lambda s, kg: base.load_questions(s or source, kg)) if base.load_questions else None,
+                           base.retrieval, dict(base.extra_profiles), base.questions_need_graph,
+                           base.default_profile, builtin=False, train_defaults=fmt)
+
+    def graph(src):
+        from loaders.files import find_graph_files, load_graph_files
+
+        return load_graph_files(find_graph_files(src or source), name).kg
+
+    def questions(src, _kg):
+        path = src or manifest.get("questions")
+        if not path:
+            raise SeederError(f"{name} has no question file: put questions.csv (question, answers) beside its "
+                              "graph files and ingest again, or pass --questions FILE")
+        return load_user_questions(name, path)
+
+    tuned = tuned_settings(manifest)
+    return DatasetSpec(name, f"your graph from {source}", graph, questions, RetrievalDefaults(),
+                       extra_profiles={TUNED: tuned} if tuned else {},
+                       default_profile=TUNED if tuned else "paper", builtin=False, train_defaults="generic")
+
+
 def get_spec(name: str) -> DatasetSpec:
-    """The dataset by name; a graph ingested under another name uses the MetaQA-like defaults."""
+    """A built-in dataset, or one of the user's own that `ingest` recorded."""
     if name in DATASETS:
         return DATASETS[name]
-    raise SeederError(f"unknown dataset {name!r}: choose one of {', '.join(DATASETS)}")
+    manifest = read_manifest(name)
+    if manifest is not None:
+        return user_spec(name, manifest)
+    raise SeederError(f"unknown dataset {name!r}: built in are {', '.join(DATASETS)}; a graph of your own is "
+                      f"ingested with `seeder-dgl ingest {name} --source DIR`")
+
+
+def find_spec(name: str) -> DatasetSpec | None:
+    """``get_spec`` or None when nothing is known of ``name`` (a graph put in Neo4j by other means)."""
+    try:
+        return get_spec(name)
+    except SeederError:
+        return None
 
 
 def resolve_profile(dataset: str, profile: str | None = None) -> str:
-    """``profile``, or the dataset's default when None (MetaQA: 'deep'; every other dataset: 'paper')."""
+    """``profile``, or the dataset's default when None (MetaQA: 'deep'; a tuned dataset of your own:
+    'tuned'; every other dataset: 'paper')."""
     if profile is not None:
         return profile
-    spec = DATASETS.get(dataset)
+    spec = find_spec(dataset)
     return spec.default_profile if spec else "paper"
 
 
 def retrieval_profile(dataset: str, profile: str | None = None) -> RetrievalDefaults:
-    """The named retrieval settings of a dataset ('paper' for any dataset, e.g. 'deep' for MetaQA);
-    None: the dataset's default profile."""
+    """The named retrieval settings of a dataset ('paper' for any dataset, e.g. 'deep' for MetaQA,
+    'tuned' for your own after `seeder-dgl tune`); None: the dataset's default profile."""
     profile = resolve_profile(dataset, profile)
-    spec = DATASETS.get(dataset)
+    spec = find_spec(dataset)
     profiles = {"paper": spec.retrieval if spec else RetrievalDefaults(), **(spec.extra_profiles if spec else {})}
+    if spec is not None and spec.builtin and profile == TUNED:  # a built-in dataset keeps its own default
+        tuned = tuned_settings(read_manifest(dataset))
+        if tuned:
+            profiles[TUNED] = tuned
     if profile not in profiles:
-        raise SeederError(f"{dataset} has no retrieval profile {profile!r}: choose one of {', '.join(profiles)}")
+        hint = f"; run `seeder-dgl tune {dataset}` to choose them" if profile == TUNED else ""
+        raise SeederError(f"{dataset} has no retrieval profile {profile!r}: choose one of {', '.join(profiles)}{hint}")
     return profiles[profile]

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from seeder_dgl.api import Retriever
 from seeder_dgl.cli import app
-from seeder_dgl.graphstore.writer import GraphWriter
+from seeder_dgl.graphstore.writer import GraphWriter, dataset_label as label_for
 
 runner = CliRunner()
 
@@ -112,7 +112,7 @@ def test_ingest_with_precomputed_embeddings_and_errors(tmp_path, neo4j_env, neo4
                                  "--embeddings", str(tmp_path / "emb.pt")])
     assert result.exit_code == 0, result.output
     try:
-        stored = neo4j_driver.execute_query(f"MATCH (n:{name.capitalize()} {{id: 3}}) RETURN n.embedding AS e").records
+        stored = neo4j_driver.execute_query(f"MATCH (n:{label_for(name)} {{id: 3}}) RETURN n.embedding AS e").records
         assert abs(sum(a * b for a, b in zip(stored[0]["e"], vectors[3])) - 1.0) < 1e-5
         torch.save({i: torch.from_numpy(vectors[i]) for i in range(14)}, tmp_path / "short.pt")
         bad = runner.invoke(app, ["ingest", "metaqa", "--source", str(folder), "--name", name + "x",

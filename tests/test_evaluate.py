@@ -275,8 +275,8 @@ def test_load_questions_from_a_metaqa_file_reports_unknown_names(tmp_path):
     assert set(prepared.unknown_distinct) == {"Solaris", "1972", "Sigourney Weaver"}
     text = " ".join(prepared.messages())
     assert "3 answer/topic names" in text and "1 of 3 questions" in text
-    with pytest.raises(SeederError, match="MetaQA's format"):
-        load_questions("prime", qa_file=qa_file)
+    with pytest.raises(SeederError, match="is missing"):
+        load_questions("metaqa", qa_file=tmp_path / "nowhere.txt", source=str(tmp_path / "metaqa"))
 
 
 def test_sample_indices_is_fixed_and_sorted():

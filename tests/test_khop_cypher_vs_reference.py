@@ -11,7 +11,7 @@ import pytest
 
 from loaders.kg import KnowledgeGraph
 from seeder_dgl.graphstore.live import LiveGraph
-from seeder_dgl.graphstore.writer import GraphWriter
+from seeder_dgl.graphstore.writer import GraphWriter, dataset_label as label_for
 from seeder_dgl.retrieval.memory import GraphArrays, khop_select
 from tests.helpers.graphs import random_embeddings, random_kg
 
@@ -112,7 +112,7 @@ def test_nodes_without_a_sketch_still_give_the_reference_result_and_ingest_adds_
     writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
     try:
         removed = neo4j_driver.execute_query(
-            f"MATCH (n:{dataset_label}) WHERE n.id % 3 = 0 REMOVE n.sketch, n.sketch_error RETURN count(n) AS c"
+            f"MATCH (n:{label_for(dataset_label)}) WHERE n.id % 3 = 0 REMOVE n.sketch, n.sketch_error RETURN count(n) AS c"
         ).records[0]["c"]
         assert removed == 500
         live, arrays = LiveGraph(neo4j_driver, dataset_label), GraphArrays.from_kg(kg)
@@ -126,7 +126,7 @@ def test_nodes_without_a_sketch_still_give_the_reference_result_and_ingest_adds_
         again = writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
         assert again.skipped and again.extra["sketched"] == 500
         stored = neo4j_driver.execute_query(
-            f"MATCH (n:{dataset_label}) RETURN n.id AS id, n.sketch AS sketch, n.sketch_error AS error ORDER BY id"
+            f"MATCH (n:{label_for(dataset_label)}) RETURN n.id AS id, n.sketch AS sketch, n.sketch_error AS error ORDER BY id"
         ).records
         expected = sketch_properties(unit_vectors(emb))
         assert [(bytes(r["sketch"]), r["error"]) for r in stored] == \

@@ -7,7 +7,7 @@ import pytest
 from seeder_dgl.graphstore.live import LiveGraph, LiveGraphError
 from seeder_dgl.graphstore.upsert import EdgeRow, NodeRow, UpsertError, upsert
 from seeder_dgl.graphstore.sketch import sketch_properties
-from seeder_dgl.graphstore.writer import GraphWriter, unit_vectors
+from seeder_dgl.graphstore.writer import GraphWriter, dataset_label as label_for, unit_vectors
 from tests.helpers.graphs import random_embeddings, random_kg
 
 
@@ -71,7 +71,7 @@ def test_upserted_node_on_answer_path_is_retrieved(neo4j_driver, dataset_label, 
     assert abs(np.linalg.norm(given) - 1.0) > 1e-3 and abs(np.linalg.norm(stored) - 1.0) < 1e-6
     np.testing.assert_allclose(stored, given / np.linalg.norm(given), atol=1e-6)
     # Its K-hop sketch was written with it, from the stored unit vector.
-    sketch = neo4j_driver.execute_query(f"MATCH (n:{dataset_label} {{id: $id}}) RETURN n.sketch AS s, "
+    sketch = neo4j_driver.execute_query(f"MATCH (n:{label_for(dataset_label)} {{id: $id}}) RETURN n.sketch AS s, "
                                         "n.sketch_error AS e", id=new_id).records[0]
     expected = sketch_properties(unit_vectors(given.astype(np.float32)))[0]
     assert (bytes(sketch["s"]), sketch["e"]) == (expected["sketch"], expected["sketch_error"])

@@ -116,7 +116,7 @@ def test_malformed_lines_are_one_line_errors(root, tmp_path):
     (tmp_path / "r_qtype.txt").write_text("a\nb\n")
     with pytest.raises(MetaQAFormatError, match="must match line by line"):
         load_metaqa_qa_file(tmp_path / "r.txt", kg)
-    with pytest.raises(MetaQAFormatError, match="--root DIR"):
+    with pytest.raises(MetaQAFormatError, match="--source DIR"):
         load_metaqa(tmp_path / "nowhere")
 
 

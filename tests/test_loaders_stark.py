@@ -342,7 +342,7 @@ def test_load_stark_checks_answers_against_graph(tmp_path):
 
 
 def test_missing_qa_folder(tmp_path):
-    with pytest.raises(SkbFormatError, match="--qa-root DIR"):
+    with pytest.raises(SkbFormatError, match="SEEDER_STARK_QA=DIR"):
         load_stark_qa(tmp_path, "mag")
 
 

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from loaders.kg import QASet, Query
-from seeder_dgl.errors import SeederError
+from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.evaluation.evaluate import (
     BASELINES,
     SEEDER,
@@ -106,24 +106,24 @@ def prepare_questions(qa: QASet, split: str, limit: int | None = None,
 def load_questions(dataset: str, *, split: str = "val", qa_file: str | Path | None = None,
                    source: str | None = None, limit: int | None = None,
                    sample: int | None = None) -> PreparedQuestions:
-    """Questions of a dataset split, or of a MetaQA-format file mapped through the MetaQA graph."""
-    from seeder_dgl.datasets import DATASETS, get_spec
+    """Questions of a dataset split, or of a question file matched to the dataset's own graph: MetaQA
+    through its kb.txt, any other dataset through the names and ids Neo4j holds for it."""
+    from seeder_dgl.datasets import get_spec, load_user_questions
 
+    spec = get_spec(dataset)
     if qa_file is None:
-        spec = get_spec(dataset)
         if spec.load_questions is None:
-            raise SeederError(f"{dataset} has no questions: pass --qa-file FILE in MetaQA's format")
+            raise SeederError(f"{dataset} has no questions: pass --qa-file FILE (CSV or JSON lines: question, answers)")
         return prepare_questions(spec.load_questions(source, None), split, limit, sample)
-    spec = DATASETS.get(dataset)
-    if spec is not None and spec.name != "metaqa":
-        raise SeederError(f"--qa-file reads questions in MetaQA's format, matched by entity name: it works for "
-                          f"metaqa (or a graph ingested from a MetaQA-format kb.txt), not {dataset}")
-    from loaders.metaqa import load_metaqa_qa_file
+    path = Path(qa_file).expanduser()
+    if dataset == "metaqa" and path.suffix.lower() == ".txt":
+        from loaders.metaqa import load_metaqa_qa_file
 
-    kg = get_spec("metaqa").load_graph(source)
-    qa = load_metaqa_qa_file(qa_file, kg)
-    prepared = prepare_questions(qa, "all", limit, sample)
-    prepared.label = Path(qa_file).stem
+        qa = load_metaqa_qa_file(path, spec.load_graph(source))
+    else:
+        qa = load_user_questions(dataset, path)
+    prepared = prepare_questions(qa, split if split in qa.splits and split != "val" else "all", limit, sample)
+    prepared.label = path.stem
     return prepared
 
 
@@ -206,6 +206,15 @@ def _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep,
     if sweep:
         parts.append("--sweep")
     return " ".join(parts)
+
+
+def default_results_dir(dataset: str, folder: str) -> Path:
+    """benchmarks/results/<folder> for the built-in datasets (the project's own results);
+    runs/<dataset>/<folder> for a graph of your own."""
+    from seeder_dgl.datasets import find_spec, runs_root
+
+    spec = find_spec(dataset)
+    return RESULTS / folder if spec is not None and spec.builtin else runs_root() / dataset / folder
 
 
 def sample_indices(n: int, size: int | None, seed: int = 0) -> np.ndarray:
@@ -299,6 +308,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
 
+    check_dataset_name(dataset)
     console = console or Console()
     started = time.perf_counter()
     profile = resolve_profile(dataset, profile)
@@ -368,7 +378,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
                       on_error="record", progress=progress, meta=meta)
 
     suffix = "" if profile == "paper" else f"-{profile}"
-    out_dir = Path(out) if out else RESULTS / f"eval-{dataset}-{questions.label}{suffix}"
+    out_dir = Path(out) if out else default_results_dir(dataset, f"eval-{dataset}-{questions.label}{suffix}")
     if sweep:
         pick = sample_indices(len(queries), sweep_queries)
         sub_q, sub_emb = [queries[i] for i in pick], query_emb[pick]

@@ -92,3 +92,21 @@ def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, da
                  relation_emb=out.relation_emb)
         atomic_write_bytes(path, buffer.getvalue())
     return out
+
+
+def export_names(driver: Driver, dataset: str, database: str | None = None) -> tuple[list[int], list[str], list[str]]:
+    """Every node's id, name and source id ('' where it has none), read from Neo4j: question files
+    are matched to the dataset's own graph as it is now, never to another dataset's."""
+    graph = LiveGraph(driver, dataset, database)
+    top = driver.execute_query(query("export/max_id", dataset=graph.label), database_=database).records[0]
+    n = int(top["max_id"]) + 1 if top["max_id"] is not None else 0
+    ids: list[int] = []
+    names: list[str] = []
+    keys: list[str] = []
+    for lo in range(0, n, ID_RANGE):
+        page = driver.execute_query(query("export/names", dataset=graph.label), lo=lo, hi=min(lo + ID_RANGE, n),
+                                    database_=database).records[0]
+        ids += page["ids"]
+        names += [str(x) if x is not None else "" for x in page["names"]]
+        keys += page["keys"]
+    return ids, names, keys

@@ -76,7 +76,6 @@ def parse_nodes(rows: Iterable[dict]) -> list[NodeRow]:
                            text=str(row.get("text") or row["name"]), embedding=row.get("embedding"))
         except (KeyError, TypeError, ValueError) as exc:
             raise UpsertError(f"{where}: a node needs an integer 'id' and a 'name' ({exc})") from exc
-        to_identifier(node.type)  # raises on a type with no letters or digits
         nodes.append(node)
     return nodes
 

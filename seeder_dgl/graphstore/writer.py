@@ -2,7 +2,7 @@
 
 Layout in Neo4j, per dataset ``name``:
 - nodes ``(:<Dataset>:<Type> {id, name, text, type, embedding, sketch, sketch_error})``
-  — ``<Dataset>`` is ``dataset_label(name)``, ``embedding`` a float32 unit vector
+  — ``<Dataset>`` is the label the record owns (``dataset_label(name)``), ``embedding`` a float32 unit vector
   (``db.create.setNodeVectorProperty``), ``sketch*`` its int8 sketch for K-hop (``sketch.py``);
 - relationships ``(a)-[:<RELATION>]->(b)``: each undirected (pair, relation) once, directed as
   the first triple that names it in the source; retrieval reads them in both directions;
@@ -25,8 +25,8 @@ from neo4j import Driver, ManagedTransaction
 from neo4j.exceptions import DriverError, Neo4jError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from loaders.kg import KnowledgeGraph, to_identifier
-from seeder_dgl.errors import SeederError
+from loaders.kg import KnowledgeGraph, is_identifier, to_identifier
+from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet
 from seeder_dgl.graphstore.sketch import sketch_properties
@@ -41,9 +41,17 @@ class IngestError(SeederError):
 
 
 def dataset_label(name: str) -> str:
-    """The label every node of dataset ``name`` carries: 'metaqa' -> 'Metaqa', 'stark-prime' -> 'Stark_prime'."""
-    label = to_identifier(name)
-    return label[0].upper() + label[1:]
+    """The label a new dataset's nodes carry: ``KG_`` + its exact name ('metaqa' -> 'KG_metaqa').
+
+    One name, one label: names differing only in case get different labels, and a name with
+    characters a label cannot hold ('my-kg') keeps a hash of the exact name ('KG_my_kg_1a2b3c4d').
+    The dataset record stores the label it owns; datasets ingested before this rule keep theirs.
+    """
+    check_dataset_name(name)
+    if is_identifier(name):
+        return f"KG_{name}"
+    digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:8]
+    return f"KG_{to_identifier(name)[:48]}_{digest}"
 
 
 @dataclass
@@ -140,8 +148,8 @@ class GraphWriter:
                  node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH):
         self.driver = driver
         self.dataset = dataset
-        self.label = dataset_label(dataset)
         self.database = database
+        self.label = self._owned_label()
         self.node_batch = node_batch
         self.relationship_batch = relationship_batch
 
@@ -153,18 +161,31 @@ class GraphWriter:
         except (Neo4jError, DriverError, OSError) as exc:
             raise IngestError(describe_neo4j_error(exc, what)) from exc
 
+    def _owned_label(self) -> str:
+        """The record's label when the dataset exists (older ingests keep theirs), else a new one
+        that no other dataset's record owns."""
+        existing = self.record()
+        if existing is not None and existing.get("label"):
+            return str(existing["label"])
+        label = dataset_label(self.dataset)
+        owner = self._run("dataset/label_owner", "checking the dataset label", name=self.dataset, label=label).records
+        if owner:
+            raise IngestError(f"label {label} already belongs to dataset {owner[0]['name']!r}: choose another name")
+        return label
+
     def record(self) -> dict | None:
         records = self._run("dataset/get", "reading the dataset record", name=self.dataset).records
         return dict(records[0]["meta"]) if records else None
 
-    def reset(self, progress: bool = False) -> int:
-        """Delete the dataset's record, relationships and nodes, committed every ``relationship_batch``
-        deletions so the server's transaction memory stays flat. Returns the number of nodes deleted.
+    def reset(self, progress: bool = False, forget: bool = True) -> int:
+        """Delete the dataset's relationships, nodes and indexes, committed every ``relationship_batch``
+        deletions so the server's transaction memory stays flat; then its record (``forget``).
+        Returns the number of nodes deleted.
 
-        The record goes first: a reset cut off half way leaves no record that calls the dataset
-        complete, and running the reset again finishes it.
+        The record is marked 'deleting' first and removed last: a reset cut off half way leaves a
+        record that owns the label and says so, and the next ingest (or drop) finishes the reset.
         """
-        self._run("dataset/delete_record", "deleting the dataset record", name=self.dataset)
+        self._run("dataset/mark_deleting", "marking the dataset record", name=self.dataset)
         deleted = {}
         for statement in ("dataset/delete_relationships", "dataset/delete_nodes"):
             text = query(statement, dataset=self.label)
@@ -173,10 +194,20 @@ class GraphWriter:
                     deleted[statement] = session.run(text, batch=self.relationship_batch).single()["deleted"]
             except (Neo4jError, DriverError, OSError) as exc:
                 raise IngestError(describe_neo4j_error(exc, "deleting the old dataset") +
-                                  "; run the reset again to finish it") from exc
+                                  "; run the same command again to finish it") from exc
         for statement in ("schema/drop_vector_index", "schema/drop_fulltext_index"):
             self._run(statement, "dropping the dataset's indexes", {"dataset": self.label})
+        if forget:
+            self._run("dataset/delete_record", "deleting the dataset record", name=self.dataset)
         return deleted["dataset/delete_nodes"]
+
+    def drop(self) -> int:
+        """Remove everything seeder-dgl wrote for this dataset: nodes, relationships, indexes, the id
+        constraint and the record. Returns the number of nodes deleted."""
+        deleted = self.reset(forget=False)
+        self._run("schema/drop_id_constraint", "dropping the id constraint", {"dataset": self.label})
+        self._run("dataset/delete_record", "deleting the dataset record", name=self.dataset)
+        return deleted
 
     # ---- the ingest -------------------------------------------------------------------------
     def ingest(self, kg: KnowledgeGraph, node_emb: np.ndarray, rel_emb: np.ndarray, model: str,
@@ -200,8 +231,9 @@ class GraphWriter:
         digest = fingerprint(kg, node_emb, model)
         labels, rel_types = kg.node_labels(), kg.relation_types()
 
-        if reset:
-            self.reset()
+        existing = self.record()
+        if reset or (existing is not None and existing.get("status") == "deleting"):
+            self.reset()  # also finishes a reset that was cut off
         existing = self.record()
         if existing is not None:
             if existing.get("dimension") not in (None, dim):
@@ -273,6 +305,7 @@ class GraphWriter:
             for t in np.unique(node_type[lo:hi]):
                 ids = lo + np.flatnonzero(node_type[lo:hi] == t)
                 rows = [{"id": int(i), "name": kg.node_names[i], "text": kg.node_texts[i],
+                         "key": kg.node_keys[i] if kg.node_keys is not None else None,
                          "embedding": node_emb[i].tolist(), **sketch}
                         for i, sketch in zip(ids, sketch_properties(node_emb[ids]))]
                 groups.append((query("ingest/nodes", dataset=self.label, node_type=labels[t]),

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from seeder_dgl.errors import SeederError
+from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.training.config import ABLATIONS, DATASET_DEFAULTS, TrainConfig
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -122,8 +122,11 @@ def build_config(dataset: str, *, epochs: int | None = None, device: str = "auto
     options.update(seed=seed, ablation=ablation, device=device)
     if epochs is not None:
         options["epochs"] = epochs
-    base = dataset if dataset in DATASET_DEFAULTS else "prime"
-    from seeder_dgl.datasets import retrieval_profile
+    from seeder_dgl.datasets import find_spec, retrieval_profile
+
+    spec = find_spec(dataset)
+    base = (spec.train_defaults or spec.name) if spec else dataset
+    base = base if base in DATASET_DEFAULTS else "prime"
 
     retrieval_profile(dataset, profile)  # one-line error for a profile the dataset does not have
     try:
@@ -133,6 +136,13 @@ def build_config(dataset: str, *, epochs: int | None = None, device: str = "auto
     if cfg.epochs < 1:
         raise SeederError(f"epochs must be at least 1, not {cfg.epochs}")
     return replace(cfg, dataset=dataset)
+
+
+def _uses_generic(dataset: str) -> bool:
+    from seeder_dgl.datasets import find_spec
+
+    spec = find_spec(dataset)
+    return spec is not None and spec.train_defaults == "generic"
 
 
 def resolve_device(device: str) -> str:
@@ -167,6 +177,7 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
     whose subgraphs were extracted (``seeder-dgl extract --profile``), e.g. MetaQA's ``deep``
     [default: the dataset's, ``datasets.resolve_profile``].
     """
+    check_dataset_name(dataset)
     thread_info = configure_threads(threads)  # before DGL and the export are touched
 
     from seeder_dgl.datasets import cache_root, resolve_profile
@@ -181,6 +192,10 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
     folder = root / dataset / "subgraphs"
     splits = {s: folder / f"{cfg.subgraph_prefix}{s}" for s in ("train", "val")}
     train_records, train_q = load_split(splits["train"])
+    if epochs is None and _uses_generic(dataset):
+        from seeder_dgl.training.config import auto_epochs
+
+        cfg = replace(cfg, epochs=auto_epochs(len(train_records)))
     val_records, val_q = load_split(splits["val"])
     if limit is not None:
         if limit < 1:

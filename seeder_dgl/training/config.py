@@ -149,7 +149,22 @@ DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
     # MetaQA: Prime's model; 6 epochs (1 warmup) keep a full run over its 31k training questions
     # within an hour on a 2-core CPU.
     "metaqa": dict(_PRIME, epochs=6, warmup_epochs=1),
+    # A graph of the user's own: the policy options that won on MetaQA's validation split (see
+    # PROFILE_DEFAULTS), three expansion steps, and epochs from the number of training questions
+    # (``auto_epochs``) so small question sets still see enough updates.
+    "generic": dict(_PRIME, expansion_sizes=(7, 7, 8), frontier_caps=(40, 80, 120), node_types=True,
+                    query_relations=True, rank_loss="listwise", lr=3e-3, ops="torch", epochs=10, warmup_epochs=1),
 }
+
+TARGET_QUESTION_PASSES = 60_000
+"""``auto_epochs``: about this many training questions seen in a run (MetaQA: 31k x 2)."""
+
+
+def auto_epochs(num_train: int, lo: int = 4, hi: int = 40) -> int:
+    """Epochs for a dataset of one's own: ~TARGET_QUESTION_PASSES questions seen, within [lo, hi]."""
+    if num_train <= 0:
+        return lo
+    return int(min(hi, max(lo, -(-TARGET_QUESTION_PASSES // num_train))))
 
 # Policy settings that follow a retrieval profile (datasets.py) rather than the dataset. MetaQA's
 # 'deep' profile seeds one linked topic entity and keeps three hops: three expansion steps, as

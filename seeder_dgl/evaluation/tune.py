@@ -1,0 +1,115 @@
+"""`seeder-dgl tune`: choose a dataset's retrieval settings on its own validation questions.
+
+The policy can only pick nodes the K-hop subgraph holds, so the settings that decide the ceiling
+(seeding mode, k0, per-hop budgets) are chosen by the coverage report: every candidate below is run
+on the validation questions, and the one whose subgraphs hold an answer most often wins. A setting
+within ``TOLERANCE`` of the best with smaller subgraphs (then earlier in the list) is preferred.
+The choice is stored in the dataset record in Neo4j and in its manifest, so that `extract`, `train`,
+`eval` and `query` all use it (profile 'tuned').
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from loaders.kg import Query
+from seeder_dgl.errors import SeederError
+from seeder_dgl.evaluation.coverage import CoverageSetting, coverage
+
+# Cheapest first: the paper's B = 150 over two hops for each seeding mode, then three hops in
+# B = 500 (the budgets that won on MetaQA's validation split for 3-hop questions).
+CANDIDATES = (
+    CoverageSetting("dense", 3, (50, 97)),
+    CoverageSetting("fulltext", 1, (50, 99)),
+    CoverageSetting("hybrid", 3, (50, 97)),
+    CoverageSetting("dense", 3, (15, 110, 372)),
+    CoverageSetting("fulltext", 1, (15, 110, 374)),
+    CoverageSetting("hybrid", 3, (15, 110, 372)),
+)
+TOLERANCE = 0.01
+"""Subgraph Hit@any a cheaper setting may give up against the best one."""
+MAX_QUESTIONS = 500
+"""Validation questions (a fixed sample) the candidates run on."""
+MIN_QUESTIONS = 50
+"""Fewer validation questions than this: training questions are added (never test questions)."""
+
+
+def tuning_questions(qa, seed: int = 0) -> tuple[list[Query], str]:
+    """A fixed sample of validation questions with an answer; training ones added when too few."""
+    val = [q for q in qa.split("val") if q.answers] if "val" in qa.splits else []
+    used = "val"
+    if len(val) < MIN_QUESTIONS and "train" in qa.splits:
+        val = val + [q for q in qa.split("train") if q.answers]
+        used = "val+train"
+    if not val:
+        raise SeederError(f"{qa.name} has no validation or training question with an answer in the graph: "
+                          "check that the answers name nodes of this graph")
+    if len(val) > MAX_QUESTIONS:
+        pick = np.sort(np.random.default_rng(seed).choice(len(val), size=MAX_QUESTIONS, replace=False))
+        val = [val[i] for i in pick]
+    return val, used
+
+
+def choose(rows: list[dict], candidates=CANDIDATES) -> dict:
+    """The row (group 'all') of the setting to use: the best subgraph Hit@any, or the first
+    candidate within ``TOLERANCE`` of it with the fewest nodes (then the earliest)."""
+    overall = [r for r in rows if r["group"] == "all"]
+    best = max(r["subgraph_hit_any"] for r in overall)
+    order = {c.name: i for i, c in enumerate(candidates)}
+    eligible = [r for r in overall if r["subgraph_hit_any"] >= best - TOLERANCE]
+    return min(eligible, key=lambda r: (round(r["mean_nodes"]), order.get(r["setting"], len(order))))
+
+
+def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: int = 0) -> dict:
+    """Run the candidates, store the choice, return it (also written to ``<cache>/<dataset>/tune.json``)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from seeder_dgl.datasets import (
+        dataset_dir, get_spec, read_manifest, resolve_model, write_manifest)
+    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.fileio import atomic_write_json
+    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.cypher import query
+    from seeder_dgl.graphstore.export import export_graph
+    from seeder_dgl.graphstore.live import LiveGraph
+    from seeder_dgl.subgraph.extract import SnapshotGraph
+
+    console = console or Console()
+    spec = get_spec(dataset)
+    if spec.load_questions is None:
+        raise SeederError(f"{dataset} has no questions to tune on")
+    qa = spec.load_questions(questions, None)
+    sample, used = tuning_questions(qa, seed)
+    start = time.perf_counter()
+    with open_driver() as driver:
+        live = LiveGraph(driver, dataset)
+        live.check_ready()
+        emb = TextEncoder(resolve_model(live.info.model)).encode([q.text for q in sample], show_progress=False)
+        graph = SnapshotGraph(live, export_graph(driver, dataset, dataset_dir(dataset) / "export", progress=False))
+        rows = coverage(graph, sample, emb, list(CANDIDATES), group_by="hops", progress=True)
+        chosen = choose(rows)
+        settings = {"seeds": chosen["seeds"], "budgets": list(chosen["budgets"]), "seeding": chosen["mode"],
+                    "subgraph_hit_any": round(chosen["subgraph_hit_any"], 4), "questions": len(sample),
+                    "chosen_on": used}
+        driver.execute_query(query("dataset/set_retrieval"), name=dataset, retrieval=json.dumps(settings))
+    manifest = read_manifest(dataset) or {"name": dataset, "format": dataset}
+    manifest["retrieval"] = settings
+    write_manifest(dataset, manifest)
+    atomic_write_json(dataset_dir(dataset) / "tune.json", {"dataset": dataset, "chosen": settings, "rows": rows,
+                                                         "seconds": round(time.perf_counter() - start, 2)})
+    table = Table(title=f"retrieval settings for {dataset} ({len(sample)} {used} questions)")
+    for column in ("setting", "group", "answer in subgraph", "topic in seeds", "nodes", "ms"):
+        table.add_column(column, justify="left" if column in ("setting", "group") else "right")
+    for r in rows:
+        mark = " *" if r["setting"] == chosen["setting"] else ""
+        topic = "-" if r["topic_in_seeds"] is None else f"{r['topic_in_seeds']:.3f}"
+        table.add_row(r["setting"] + mark, r["group"], f"{r['subgraph_hit_any']:.3f}", topic,
+                      f"{r['mean_nodes']:.0f}", f"{r['p50_ms']:.1f}")
+    console.print(table)
+    console.print(f"chosen for {dataset}: {chosen['setting']} (answer in subgraph {chosen['subgraph_hit_any']:.3f}); "
+                  f"extract, train, eval and query use it")
+    return settings
+

@@ -1,0 +1,143 @@
+"""A graph of the user's own, end to end through the command line against the real Neo4j:
+files in a folder -> ingest -> extract (tunes first) -> train -> eval -> query -> drop, with no
+flags beyond the folder; dataset names that differ only in case stay apart."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from helpers.own_graph import company_graph, write_questions, write_tables, write_triples
+from seeder_dgl.cli import app
+from seeder_dgl.graphstore.writer import GraphWriter
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def own_env(tmp_path, neo4j_env, monkeypatch):
+    monkeypatch.setenv("SEEDER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SEEDER_RUNS", str(tmp_path / "runs"))
+    return tmp_path
+
+
+def _ok(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, f"{args}: {result.output}"
+    return result.output if "--format" in args else " ".join(result.output.split())  # rich wraps lines
+
+
+def _count(driver, label: str) -> tuple[int, int]:
+    nodes = driver.execute_query(f"MATCH (n:{label}) RETURN count(n) AS c").records[0]["c"]
+    rels = driver.execute_query(f"MATCH (:{label})-[r]-() RETURN count(r) AS c").records[0]["c"]
+    return nodes, rels
+
+
+def _record(driver, name: str):
+    rows = driver.execute_query("MATCH (m:SeederDataset {name: $n}) RETURN m {.*} AS m", n=name).records
+    return dict(rows[0]["m"]) if rows else None
+
+
+def test_triples_folder_to_a_trained_retriever_and_back_out(own_env, neo4j_driver, dataset_label):
+    name = dataset_label.lower()
+    graph = company_graph(seed=1, people=40)
+    folder = own_env / "mykg"
+    write_triples(graph, folder)
+    write_questions(graph, folder)
+    try:
+        out = _ok("ingest", name, "--source", str(folder))
+        assert "train" in out and "entity" not in out.split("Questions")[0]
+        record = _record(neo4j_driver, name)
+        label = record["label"]
+        assert label == f"KG_{name}" and record["node_type_names"] == ["entity"]
+
+        _ok("extract", name)  # chooses the retrieval settings first
+        tuned = json.loads(_record(neo4j_driver, name)["retrieval"])
+        assert tuned["seeding"] in ("dense", "fulltext", "hybrid") and tuned["subgraph_hit_any"] > 0.9
+        assert (own_env / "cache" / name / "subgraphs" / "tuned-train" / "manifest.json").exists()
+
+        _ok("train", name)
+        run = own_env / "runs" / name / "tuned-full"
+        config = json.loads((run / "config.json").read_text())
+        assert config["config"]["node_types"] and config["config"]["epochs"] >= 4
+
+        _ok("eval", name, "--split", "test")
+        results = json.loads((own_env / "runs" / name / f"eval-{name}-test-tuned" / "results.json").read_text())
+        methods = results["methods"]
+        seeder, khop = methods["seeder"]["summary"], methods["khop"]["summary"]
+        assert seeder["hit@1"] > khop["hit@1"] + 0.2 and seeder["hit@5"] >= 0.8
+
+        person = sorted(h for h, r, _ in graph.triples if r == "works at")[0]
+        employer = next(t for h, r, t in graph.triples if h == person and r == "works at")
+        answer = json.loads(_ok("query", name, f"Where does {person} work?", "--format", "json", "--k", "5"))
+        assert employer in [n["name"] for n in answer["nodes"]]
+    finally:
+        runner.invoke(app, ["drop", name, "--yes"])
+    assert _record(neo4j_driver, name) is None and _count(neo4j_driver, label) == (0, 0)
+    assert not (own_env / "cache" / name).exists()
+    constraints = neo4j_driver.execute_query("SHOW CONSTRAINTS YIELD name RETURN collect(name) AS c").records[0]["c"]
+    indexes = neo4j_driver.execute_query("SHOW INDEXES YIELD name RETURN collect(name) AS c").records[0]["c"]
+    assert not [c for c in constraints + indexes if c.startswith(label + "_")]
+
+
+def test_tables_with_string_ids_answers_by_id_and_names_differing_in_case(own_env, neo4j_driver, dataset_label):
+    graph = company_graph(seed=2, people=20)
+    folder = own_env / "tables"
+    write_tables(graph, folder, "jsonl")
+    person = graph.nodes[0]
+    company = next(t for h, r, t in graph.triples if h == person["name"] and r == "works at")
+    company_id = next(n["id"] for n in graph.nodes if n["name"] == company)
+    (folder / "questions.jsonl").write_text(json.dumps({"question": f"Where does {person['name']} work?",
+                                                       "answers": [company_id], "split": "test"}) + "\n" +
+                                            json.dumps({"question": "Who founded Atlantis?", "answers": ["Poseidon"],
+                                                        "split": "test"}) + "\n")
+    lower, upper = dataset_label.lower(), "Q" + dataset_label.lower()[1:]
+    upper_lower = upper.lower()
+    names = (lower, upper, upper_lower)
+    try:
+        out = _ok("ingest", lower, "--source", str(folder))
+        assert "1 answer/topic names match no node" in out
+        types = _record(neo4j_driver, lower)["node_type_names"]
+        assert sorted(types) == ["city", "company", "country", "industry", "person"]
+        keys = neo4j_driver.execute_query(f"MATCH (n:KG_{lower}) WHERE n.key = $k RETURN n.name AS name",
+                                          k=company_id).records
+        assert [r["name"] for r in keys] == [company]
+
+        # questions matched by the dataset's own ids; the unknown answer is reported, not guessed
+        out = _ok("eval", lower, "--split", "test", "--methods", "khop")
+        assert "Poseidon" in out and "1 of 2 questions" in out
+
+        # two names that differ only in case are two datasets; dropping one keeps the other
+        write_triples(graph, own_env / "t1")
+        _ok("ingest", upper, "--source", str(own_env / "t1"))
+        _ok("ingest", upper_lower, "--source", str(own_env / "t1"))
+        labels = {n: _record(neo4j_driver, n)["label"] for n in (upper, upper_lower)}
+        assert labels[upper] != labels[upper_lower]
+        before = _count(neo4j_driver, labels[upper_lower])
+        _ok("ingest", upper, "--source", str(own_env / "t1"), "--reset")
+        _ok("drop", upper, "--yes")
+        assert _record(neo4j_driver, upper) is None and _count(neo4j_driver, labels[upper]) == (0, 0)
+        assert _count(neo4j_driver, labels[upper_lower]) == before and before[0] > 0
+        assert _record(neo4j_driver, upper_lower)["status"] == "complete"
+    finally:
+        for n in names:
+            runner.invoke(app, ["drop", n, "--yes"])
+
+
+def test_bad_input_is_one_line(own_env, neo4j_driver):
+    bad = own_env / "bad"
+    bad.mkdir()
+    (bad / "nodes.csv").write_text("id,name\n1,a\n1,b\n")
+    (bad / "edges.csv").write_text("source,relation,target\n1,r,1\n")
+    for args, message in (
+        (["ingest", "x1", "--source", str(bad)], "row 2: id '1' repeats row 1"),
+        (["ingest", "../../x", "--source", str(bad)], "cannot name a dataset"),
+        (["ingest", "x2"], "pass --source"),
+        (["extract", "never_ingested"], "unknown dataset 'never_ingested'"),
+        (["drop", "never_ingested", "--yes"], "nothing to drop"),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, result.output
+        assert message in " ".join(result.output.split()) and "Traceback" not in result.output
+    assert GraphWriter(neo4j_driver, "x1").record() is None
