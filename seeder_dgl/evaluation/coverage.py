@@ -102,6 +102,10 @@ def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, sett
         group = by_group[key]
         pick = rng.choice(len(group), size=min(per_group, len(group)), replace=False)
         sample.extend(group[i] for i in sorted(pick))
+    if not settings and not spec.builtin:
+        from seeder_dgl.evaluation.tune import CANDIDATES
+
+        settings = list(CANDIDATES)  # what `tune` chooses from
     settings = settings or DEFAULT_SETTINGS.get(dataset) or [CoverageSetting("dense", spec.retrieval.seeds,
                                                                              spec.retrieval.budgets)]
     with open_driver() as driver:
@@ -127,6 +131,10 @@ def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, sett
     md += ["| " + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in columns) + " |"
            for r in rows]
     name = f"coverage-{dataset}-{split}"
+    if out is None and not spec.builtin:
+        from seeder_dgl.evaluation.command import default_results_dir
+
+        out = default_results_dir(dataset, "coverage")
     write_result(name, {"dataset": dataset, "split": split, "per_group": per_group, "engine": engine,
                         "rows": rows}, "\n".join(md), folder=Path(out) if out else None)
     return rows
