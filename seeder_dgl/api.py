@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from seeder_dgl.errors import SeederError, check_dataset_name
+from seeder_dgl.validation import check_budgets, check_k, check_question, check_seeds
 from seeder_dgl.graphstore.seeding import seed
 
 METHODS = ("seeder", "dense", "khop", "ppr")
@@ -139,9 +140,7 @@ class Retriever:
         return self._policy
 
     def embed(self, question: str) -> np.ndarray:
-        question = (question or "").strip()
-        if not question:
-            raise SeederError("the question is empty: ask something")
+        question = check_question(question)
         # The encoder truncates to its own token limit; cap the characters sent to it as well.
         return self.encoder.encode([question[:MAX_QUESTION_CHARS]], show_progress=False)[0]
 
@@ -149,12 +148,12 @@ class Retriever:
     def retrieve(self, question: str, k: int = 20, method: str | None = None) -> Retrieval:
         method = method or self.method
         self._check_method(method)
-        if k <= 0:
-            raise SeederError(f"k must be at least 1, not {k}")
+        k = check_k(k)
         q = self.embed(question)  # not timed: the first call also loads the encoder
         start = time.perf_counter()
         if method == "dense":
-            ranked, size = self.graph.dense_seeds(q, k, exact=self.exact_seeds), k
+            ranked = self.graph.dense_seeds(q, k, exact=self.exact_seeds)
+            size = len(ranked)
         else:
             seeds = seed(self.graph, question, q, self.seeds, self.seeding, exact=self.exact_seeds)
             if method == "ppr":

@@ -108,15 +108,9 @@ def neo4j_status():
 
 # ---- shared option helpers ---------------------------------------------------------------------
 def _budgets(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
-    if not text:
-        return default
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise SeederError(f"--budgets takes comma-separated integers (e.g. 50,97), not {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise SeederError(f"--budgets needs one non-negative integer per hop, got {text!r}")
-    return values
+    from seeder_dgl.validation import check_budgets
+
+    return check_budgets(text) if text else default
 
 
 def _write_json(path, payload) -> None:

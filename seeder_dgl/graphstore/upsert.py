@@ -24,6 +24,7 @@ from seeder_dgl.graphstore.cypher import query, quiet
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.graphstore.sketch import sketch_properties
 from seeder_dgl.graphstore.writer import unit_vectors
+from seeder_dgl.validation import ValidationError, check_node_id, check_text
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -49,11 +50,10 @@ class EdgeRow:
 
 
 def read_jsonl(path: Path) -> list[dict]:
+    from loaders.files import read_text
+
     rows = []
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as exc:
-        raise UpsertError(f"cannot read {path}: {exc.strerror}") from exc
+    lines = read_text(Path(path)).splitlines()  # one-line errors for missing, binary or non-UTF-8 files
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -68,15 +68,22 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def parse_nodes(rows: Iterable[dict]) -> list[NodeRow]:
+    """Validated node rows: a whole-number id in [0, 2^31), non-empty name and type, optional text."""
     nodes = []
+    seen: dict[int, str] = {}
     for i, row in enumerate(rows):
         where = row.get("_where", f"node row {i + 1}")
         try:
-            node = NodeRow(id=int(row["id"]), name=str(row["name"]), type=str(row.get("type", "entity")),
-                           text=str(row.get("text") or row["name"]), embedding=row.get("embedding"))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UpsertError(f"{where}: a node needs an integer 'id' and a 'name' ({exc})") from exc
-        nodes.append(node)
+            node_id = check_node_id(row.get("id"), "'id'")
+            name = check_text(row.get("name"), "'name'")
+            node_type = check_text(row.get("type", "entity"), "'type'")
+            text = check_text(row.get("text"), "'text'", required=False) or name
+        except ValidationError as exc:
+            raise UpsertError(f"{where}: {exc}") from None
+        if node_id in seen:
+            raise UpsertError(f"{where}: id {node_id} is also in {seen[node_id]}; one row per node")
+        seen[node_id] = where
+        nodes.append(NodeRow(id=node_id, name=name, type=node_type, text=text, embedding=row.get("embedding")))
     return nodes
 
 
@@ -85,9 +92,10 @@ def parse_edges(rows: Iterable[dict]) -> list[EdgeRow]:
     for i, row in enumerate(rows):
         where = row.get("_where", f"edge row {i + 1}")
         try:
-            edges.append(EdgeRow(int(row["source"]), int(row["target"]), str(row["relation"])))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UpsertError(f"{where}: an edge needs integer 'source', 'target' and a 'relation' ({exc})") from exc
+            edges.append(EdgeRow(check_node_id(row.get("source"), "'source'"), check_node_id(row.get("target"), "'target'"),
+                                 check_text(row.get("relation"), "'relation'")))
+        except ValidationError as exc:
+            raise UpsertError(f"{where}: {exc}") from None
     return edges
 
 
@@ -103,7 +111,10 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
         for n, v in zip(need_text, vectors):
             n.embedding = np.asarray(v, dtype=np.float32).tolist()
     for n in nodes:
-        vec = np.asarray(n.embedding, dtype=np.float64)
+        try:
+            vec = np.asarray(n.embedding, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise UpsertError(f"node {n.id}: the embedding is not a list of numbers") from None
         if vec.shape != (dim,) or not np.isfinite(vec).all():
             raise UpsertError(f"node {n.id}: embedding must be {dim} finite numbers (the dataset's model is "
                               f"{info.model}); leave it out to have it encoded")
