@@ -285,7 +285,7 @@ def read_columns(path: Path, wanted: dict[str, tuple[str, ...]], required: tuple
     return frame, match_columns(frame, wanted, required, path, notes)
 
 
-def _key(value, path: Path, row: int, column: str) -> str:
+def _key(value, path, row: int, column: str) -> str:
     """An id as given, as text: 7 and '7' are the same node; floats must be whole numbers."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         raise DataError(f"{path}, row {row}: empty {column}")
@@ -311,7 +311,7 @@ def _text(value) -> str:
     return str(value).strip()
 
 
-def _vector(value, path: Path, row: int) -> np.ndarray | None:
+def _vector(value, path, row: int) -> np.ndarray | None:
     """An embedding cell: a list, a JSON array string, or numbers separated by spaces or commas."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
@@ -320,8 +320,10 @@ def _vector(value, path: Path, row: int) -> np.ndarray | None:
         if not text:
             return None
         parts = text.replace(",", " ").split()
-    else:
+    elif isinstance(value, (list, tuple, np.ndarray)):
         parts = list(value)
+    else:
+        raise DataError(f"{path}, row {row}: the embedding is not a list of numbers")
     try:
         vec = np.asarray([float(p) for p in parts], dtype=np.float32)
     except (TypeError, ValueError):
@@ -336,8 +338,20 @@ def load_tables(nodes_path: str | Path, edges_path: str | Path, name: str) -> Lo
     nodes_path, edges_path = Path(nodes_path), Path(edges_path)
     notes: list[str] = []
     nodes, cols = read_columns(nodes_path, NODE_COLUMNS, ("id",), ("id", "name", "type", "text"), notes)
-    if len(nodes) == 0:
-        raise DataError(f"{nodes_path} has no rows: add one node per row")
+    edges, ecols = read_columns(edges_path, EDGE_COLUMNS, ("source", "target"), ("source", "relation", "target"),
+                                notes)
+    node_rows = [{c: row[col] for c, col in cols.items()} for row in nodes.to_dict("records")]
+    edge_rows = [{c: row[col] for c, col in ecols.items()} for row in edges.to_dict("records")]
+    return graph_from_rows(node_rows, edge_rows, name, str(nodes_path), str(edges_path), notes)
+
+
+def graph_from_rows(node_rows: list[dict], edge_rows: list[dict], name: str, nodes_where: str, edges_where: str,
+                    notes: list[str] | None = None) -> LoadedGraph:
+    """Nodes ``{id, name?, type?, text?, embedding?}`` and edges ``{source, relation?, target}`` as a
+    graph; errors name ``nodes_where`` / ``edges_where`` and the row (a file, or Neo4j nodes)."""
+    notes = [] if notes is None else notes
+    if not node_rows:
+        raise DataError(f"{nodes_where} has no rows: add one node per row")
     keys: list[str] = []
     index: dict[str, int] = {}
     names: list[str] = []
@@ -345,20 +359,17 @@ def load_tables(nodes_path: str | Path, edges_path: str | Path, name: str) -> Lo
     type_ids: dict[str, int] = {}
     node_type: list[int] = []
     vectors: list[np.ndarray | None] = []
-    records = nodes.to_dict("records")
-    for row_no, row in enumerate(records, start=1):
-        key = _key(row[cols["id"]], nodes_path, row_no, "id")
+    for row_no, row in enumerate(node_rows, start=1):
+        key = _key(row.get("id"), nodes_where, row_no, "id")
         if key in index:
-            raise DataError(f"{nodes_path}, row {row_no}: id {key!r} repeats row {index[key] + 1}; ids must be unique")
+            raise DataError(f"{nodes_where}, row {row_no}: id {key!r} repeats row {index[key] + 1}; ids must be unique")
         index[key] = len(keys)
         keys.append(key)
-        node_name = _text(row[cols["name"]]) if "name" in cols else ""
-        names.append(node_name or key)
-        text = _text(row[cols["text"]]) if "text" in cols else ""
-        texts.append(text or names[-1])
-        type_name = (_text(row[cols["type"]]) if "type" in cols else "") or DEFAULT_TYPE
+        names.append(_text(row.get("name")) or key)
+        texts.append(_text(row.get("text")) or names[-1])
+        type_name = _text(row.get("type")) or DEFAULT_TYPE
         node_type.append(type_ids.setdefault(type_name, len(type_ids)))
-        vectors.append(_vector(row[cols["embedding"]], nodes_path, row_no) if "embedding" in cols else None)
+        vectors.append(_vector(row["embedding"], nodes_where, row_no) if "embedding" in row else None)
 
     embeddings = None
     given = [v for v in vectors if v is not None]
@@ -369,28 +380,26 @@ def load_tables(nodes_path: str | Path, edges_path: str | Path, name: str) -> Lo
             if v is None:
                 continue
             if v.shape[0] != dim:
-                raise DataError(f"{nodes_path}, row {i + 1}: the embedding has {v.shape[0]} numbers but earlier "
+                raise DataError(f"{nodes_where}, row {i + 1}: the embedding has {v.shape[0]} numbers but earlier "
                                 f"rows have {dim}; all embeddings need one dimension")
             embeddings[i] = v
 
-    edges, ecols = read_columns(edges_path, EDGE_COLUMNS, ("source", "target"), ("source", "relation", "target"),
-                                notes)
     triples = TripleSet()
-    for row_no, row in enumerate(edges.to_dict("records"), start=1):
+    for row_no, row in enumerate(edge_rows, start=1):
         ends = []
         for column in ("source", "target"):
-            key = _key(row[ecols[column]], edges_path, row_no, column)
+            key = _key(row.get(column), edges_where, row_no, column)
             if key not in index:
-                raise DataError(f"{edges_path}, row {row_no}: {column} {key!r} is not an id of {nodes_path.name}")
+                raise DataError(f"{edges_where}, row {row_no}: {column} {key!r} is not a node id of {nodes_where}")
             ends.append(index[key])
-        relation = _text(row[ecols["relation"]]) if "relation" in ecols else DEFAULT_RELATION
+        relation = _text(row.get("relation")) if "relation" in row else DEFAULT_RELATION
         if not relation:
-            raise DataError(f"{edges_path}, row {row_no}: empty relation")
+            raise DataError(f"{edges_where}, row {row_no}: empty relation")
         triples.add(ends[0], relation, ends[1])
     if not len(triples):
-        raise DataError(f"{edges_path} has no edges: add one source, relation, target per row")
+        raise DataError(f"{edges_where} has no edges: add one source, relation, target per row")
     if triples.duplicates:
-        notes.append(f"{triples.duplicates:,} repeated edges of {edges_path.name} were dropped")
+        notes.append(f"{triples.duplicates:,} repeated edges of {edges_where} were dropped")
     src, dst, rel = triples.arrays()
     kg = KnowledgeGraph(name=name, node_names=names, node_texts=texts,
                         node_type=np.asarray(node_type, dtype=np.int64), node_type_names=list(type_ids),

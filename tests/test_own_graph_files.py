@@ -68,7 +68,7 @@ def test_integer_ids_text_and_embedding_columns(tmp_path):
 
 @pytest.mark.parametrize("nodes,edges,message", [
     ("id,name\n1,a\n1,b\n", "source,relation,target\n1,r,1\n", "row 2: id '1' repeats row 1"),
-    ("id,name\n1,a\n2,b\n", "source,relation,target\n1,r,9\n", "row 1: target '9' is not an id"),
+    ("id,name\n1,a\n2,b\n", "source,relation,target\n1,r,9\n", "row 1: target '9' is not a node id"),
     ("name,kind\na,x\n", "source,relation,target\n1,r,1\n", "no 'id' column"),
     ("id,name\n1,a\n2,b\n", "weight\n1\n", "no 'source' or 'target' column"),
     ("id,name\n1,a\n2,b\n", "source,relation,target\n1,,2\n", "row 1: empty relation"),
@@ -175,7 +175,7 @@ def test_default_split_is_seeded_and_covers_val_and_test():
 
 
 def test_dataset_names_and_labels():
-    for bad in ("", "../../x", "a/b", "!!!", "-x", "x" * 65, 7):
+    for bad in ("", "../../x", "a/b", "!!!", "-x", "x" * 49, 7):
         with pytest.raises(SeederError, match="cannot name a dataset"):
             check_dataset_name(bad)
     labels = {name: dataset_label(name) for name in ("probe1", "Probe1", "my-kg", "my_kg", "2024-kg")}
