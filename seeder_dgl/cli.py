@@ -191,13 +191,9 @@ def ingest(
     """
     import time
 
-    from rich.table import Table
-
-    from seeder_dgl.datasets import DATASETS, cache_root, model_label, read_manifest, resolve_model
-    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.datasets import DATASETS, read_manifest
     from seeder_dgl.errors import check_dataset_name
     from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore.writer import GraphWriter
 
     builtin = dataset in DATASETS
     if name is not None and not builtin:
@@ -218,7 +214,10 @@ def ingest(
             spec = DATASETS[dataset]
             with console.status(f"Loading {spec.description}..."):
                 kg = spec.load_graph(source)
-            manifest = {"name": stored_as, "format": dataset, "source": str(Path(source).resolve()) if source else None} if stored_as != dataset else None
+            manifest = None
+            if stored_as != dataset:
+                manifest = {"name": stored_as, "format": dataset,
+                            "source": str(Path(source).resolve()) if source else None}
         else:
             from loaders.files import find_graph_files, load_graph_files
 
@@ -242,32 +241,48 @@ def ingest(
         console.print(f"Loaded {stored_as}: {kg.num_nodes:,} nodes, {kg.num_edges:,} triples, "
                       f"{len(kg.relation_names)} relations, {len(kg.node_type_names)} node types "
                       f"({load_seconds:.1f} s)")
-        t0 = time.perf_counter()
-        encoder = TextEncoder(resolve_model(model))
-        if embeddings:
-            from seeder_dgl.embeddings import load_precomputed
+        _write_dataset(driver, stored_as, kg, given, manifest, previous, load_seconds, model=model,
+                       embeddings=embeddings, batch_size=batch_size, reset=reset, quantization=quantization,
+                       ef_construction=ef_construction, fmt=dataset if builtin else "files")
 
-            node_emb = load_precomputed(embeddings, num_nodes=kg.num_nodes)
-            console.print(f"Imported {node_emb.shape[0]:,} precomputed {node_emb.shape[1]}-d embeddings from {embeddings}")
-        elif given is not None:
-            node_emb = _complete_embeddings(given, kg, encoder, batch_size)
-        else:
-            node_emb = encoder.encode(kg.node_texts, batch_size=batch_size, show_progress=True)
-        rel_emb = encoder.encode_relations(kg.relation_names)
-        if rel_emb.shape[1] != node_emb.shape[1]:
-            raise SeederError(f"the precomputed embeddings are {node_emb.shape[1]}-d but {model_label(model)} gives "
-                              f"{rel_emb.shape[1]}-d vectors: pass the --model that made them")
-        encode_seconds = time.perf_counter() - t0
-        summary = GraphWriter(driver, stored_as).ingest(kg, node_emb, rel_emb, model_label(model),
-                                                      reset=reset, quantization=quantization,
-                                                      ef_construction=ef_construction)
+
+def _write_dataset(driver, stored_as: str, kg, given, manifest: dict | None, previous: dict | None,
+                   load_seconds: float, *, model: str | None, embeddings: str | None = None, batch_size: int = 256,
+                   reset: bool = False, quantization: bool = False, ef_construction: int = 100, fmt: str = "files",
+                   namespace: bool = False) -> None:
+    """Encode (or take) the node embeddings, write the graph, its record and manifest, print the summary."""
+    import time
+
+    from rich.table import Table
+
+    from seeder_dgl.datasets import dataset_dir, model_label, resolve_model, write_manifest
+    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.graphstore.writer import GraphWriter
+
+    t0 = time.perf_counter()
+    encoder = TextEncoder(resolve_model(model))
+    if embeddings:
+        from seeder_dgl.embeddings import load_precomputed
+
+        node_emb = load_precomputed(embeddings, num_nodes=kg.num_nodes)
+        console.print(f"Imported {node_emb.shape[0]:,} precomputed {node_emb.shape[1]}-d embeddings from {embeddings}")
+    elif given is not None:
+        node_emb = _complete_embeddings(given, kg, encoder, batch_size)
+    else:
+        node_emb = encoder.encode(kg.node_texts, batch_size=batch_size, show_progress=True)
+    rel_emb = encoder.encode_relations(kg.relation_names)
+    if rel_emb.shape[1] != node_emb.shape[1]:
+        raise SeederError(f"the precomputed embeddings are {node_emb.shape[1]}-d but {model_label(model)} gives "
+                          f"{rel_emb.shape[1]}-d vectors: pass the --model that made them")
+    encode_seconds = time.perf_counter() - t0
+    summary = GraphWriter(driver, stored_as, namespace=namespace).ingest(
+        kg, node_emb, rel_emb, model_label(model), reset=reset, quantization=quantization,
+        ef_construction=ef_construction)
     if manifest is not None:
         if summary.skipped and previous and previous.get("retrieval"):
             manifest["retrieval"] = previous["retrieval"]  # same data: the tuned settings still hold
-        from seeder_dgl.datasets import write_manifest
-
         write_manifest(stored_as, manifest)
-    record = {"dataset": stored_as, "format": dataset if builtin else "files", "nodes": summary.nodes, "relationships": summary.relationships,
+    record = {"dataset": stored_as, "format": fmt, "nodes": summary.nodes, "relationships": summary.relationships,
               "duplicates_removed": summary.duplicates_removed, "model": summary.model,
               "dimension": summary.dimension, "load_seconds": round(load_seconds, 2),
               "encode_seconds": round(encode_seconds, 2), "write_seconds": round(summary.seconds, 2),
@@ -276,7 +291,7 @@ def ingest(
               "index_seconds": round(summary.index_seconds, 2),
               "nodes_per_second": round(summary.nodes_per_second), "relationships_per_second":
               round(summary.relationships_per_second), "resumed": summary.resumed, "skipped": summary.skipped}
-    _write_json(cache_root() / stored_as / "ingest.json", record)
+    _write_json(dataset_dir(stored_as) / "ingest.json", record)
     if summary.skipped:
         sketched = summary.extra.get("sketched", 0)
         console.print(f"{stored_as} is already in Neo4j with the same data and model "
@@ -321,6 +336,90 @@ def status():
         table.add_row(r["name"], str(r["label"]), str(r["status"]), f"{r['num_nodes'] or 0:,}",
                       f"{r['num_relationships'] or 0:,}", str(r["model"]), str(r["dimension"]), tuned)
     console.print(table)
+
+
+@app.command()
+@one_line_errors
+def adopt(
+    dataset: str = typer.Argument(..., help="The name to give the adopted graph in seeder-dgl."),
+    label: str = typer.Option(..., help="Label of the graph's nodes in Neo4j (e.g. Movie, or Entity)."),
+    id_property: str = typer.Option(..., help="Property holding each node's unique id."),
+    name_property: str = typer.Option(..., help="Property holding each node's name (what questions mention)."),
+    text_property: str = typer.Option(None, help="Property holding the text to embed \\[default: the name]."),
+    embedding_property: str = typer.Option(None, help="Property holding an embedding made by --model; nodes "
+                                                      "without one are encoded."),
+    type_property: str = typer.Option(None, help="Property holding the node type \\[default: the node's other "
+                                                 "labels, else entity]."),
+    relationship_types: str = typer.Option(None, help="Comma list of relationship types between those nodes "
+                                                      "\\[default: all]."),
+    questions: str = typer.Option(None, help="Question file (CSV or JSON lines: question, answers as names or "
+                                             "ids, optional split and topic)."),
+    model: str = typer.Option(None, help="sentence-transformers model for the embeddings \\[default: all-MiniLM-L6-v2]."),
+    reset: bool = typer.Option(False, help="Replace an earlier adoption (after the graph changed)."),
+    batch_size: int = typer.Option(256, min=1, help="Texts per encoder batch."),
+):
+    """Use a graph that already lives in Neo4j: read its nodes and relationships (never changing
+    them) and store seeder-dgl's own copy beside them, with embeddings and indexes.
+
+    The copy's nodes carry the label KG_<dataset>, its type labels and relationship types the same
+    prefix, so your labels and types still match only your own data; `seeder-dgl drop <dataset>`
+    removes the copy and nothing else. Run `adopt --reset` again after your graph changed.
+    Then extract, train, eval and query work as for any dataset.
+    """
+    import time
+
+    from loaders.files import graph_from_rows
+    from loaders.kg import is_identifier
+    from seeder_dgl.datasets import read_manifest
+    from seeder_dgl.errors import check_dataset_name
+    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.cypher import query
+
+    check_dataset_name(dataset)
+    types = [t.strip() for t in relationship_types.split(",") if t.strip()] if relationship_types else None
+    for what, value in [("--label", label)] + [("--relationship-types", t) for t in types or []]:
+        if not is_identifier(value):
+            raise SeederError(f"{what} {value!r} is not a plain Neo4j name (letters, digits, '_'; a letter first)")
+    props = {"id": id_property, "name": name_property, "text": text_property, "embedding": embedding_property,
+             "type": type_property}
+    with open_driver() as driver:
+        t0 = time.perf_counter()
+        counts = driver.execute_query(query("adopt/count", label=label), **props).records[0]
+        if counts["nodes"] == 0:
+            raise SeederError(f"no node in Neo4j has the label {label!r}: check --label (labels are case-sensitive)")
+        if counts["with_id"] < counts["nodes"]:
+            raise SeederError(f"{counts['nodes'] - counts['with_id']:,} of {counts['nodes']:,} :{label} nodes have no "
+                              f"property {id_property!r}: --id-property must name a property every node has")
+        for option, key in (("--name-property", "name"), ("--text-property", "text"),
+                            ("--embedding-property", "embedding"), ("--type-property", "type")):
+            if props[key] is not None and counts[f"with_{key}"] == 0:
+                raise SeederError(f"no :{label} node has the property {props[key]!r} ({option})")
+        with console.status(f"Reading :{label} nodes and their relationships from Neo4j..."):
+            node_rows = []
+            for r in driver.execute_query(query("adopt/nodes", label=label), label=label, **props).records:
+                row = {"id": r["id"], "name": r["name"], "text": r["text"],
+                       "type": r["type"] if type_property else (sorted(r["labels"])[0] if r["labels"] else None)}
+                if r["embedding"] is not None:
+                    row["embedding"] = r["embedding"]
+                node_rows.append(row)
+            edge_rows = [dict(r) for r in driver.execute_query(query("adopt/relationships", label=label),
+                                                               id=id_property, types=types).records]
+        loaded = graph_from_rows(node_rows, edge_rows, dataset, f"Neo4j :{label} nodes",
+                                 f"relationships between :{label} nodes")
+        for note in loaded.notes:
+            console.print(f"note: {note}")
+        kg = loaded.kg
+        if questions:
+            _check_questions(Path(questions).expanduser(), kg, dataset)
+        load_seconds = time.perf_counter() - t0
+        console.print(f"Read :{label}: {kg.num_nodes:,} nodes, {kg.num_edges:,} relationships, "
+                      f"{len(kg.relation_names)} relationship types, {len(kg.node_type_names)} node types "
+                      f"({load_seconds:.1f} s)")
+        manifest = {"name": dataset, "format": "neo4j", "adopted": {"label": label, **props,
+                                                                    "relationship_types": types},
+                    "questions": str(Path(questions).expanduser().resolve()) if questions else None}
+        _write_dataset(driver, dataset, kg, loaded.embeddings, manifest, read_manifest(dataset), load_seconds,
+                       model=model, batch_size=batch_size, reset=reset, fmt="neo4j", namespace=True)
 
 
 @app.command()

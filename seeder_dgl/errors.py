@@ -6,13 +6,13 @@ class SeederError(Exception):
     """An error with a one-line message that says what went wrong and what to do."""
 
 
-_DATASET_NAME = _re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_DATASET_NAME = _re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$")
 
 
 def check_dataset_name(name: object) -> str:
     """``name`` when it can name a dataset (it becomes a folder and, behind a prefix, a Neo4j label):
-    1-64 letters, digits, '_' or '-', starting with a letter or digit; else a one-line SeederError."""
+    1-48 letters, digits, '_' or '-', starting with a letter or digit; else a one-line SeederError."""
     if not isinstance(name, str) or not _DATASET_NAME.match(name):
-        raise SeederError(f"{name!r} cannot name a dataset: use 1-64 letters, digits, '_' or '-', starting with a "
+        raise SeederError(f"{name!r} cannot name a dataset: use 1-48 letters, digits, '_' or '-', starting with a "
                           "letter or digit (e.g. my_kg)")
     return name

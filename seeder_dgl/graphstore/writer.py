@@ -25,7 +25,7 @@ from neo4j import Driver, ManagedTransaction
 from neo4j.exceptions import DriverError, Neo4jError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from loaders.kg import KnowledgeGraph, is_identifier, to_identifier
+from loaders.kg import KnowledgeGraph, is_identifier, to_identifier, unique_identifiers
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet
@@ -145,7 +145,11 @@ class GraphWriter:
     """Writes one dataset; see the module docstring for the layout."""
 
     def __init__(self, driver: Driver, dataset: str, database: str | None = None,
-                 node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH):
+                 node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH, namespace: bool = False):
+        """``namespace``: type labels and relationship types carry the dataset label as a prefix
+        (``KG_x_Movie``, ``KG_x_ACTED_IN``), for a copy of a graph that lives in the same database
+        (``adopt``): the user's own labels and types then match only the user's own data."""
+        self.namespace = namespace
         self.driver = driver
         self.dataset = dataset
         self.database = database
@@ -230,6 +234,9 @@ class GraphWriter:
         duplicates = kg.num_edges - int(keep.shape[0])
         digest = fingerprint(kg, node_emb, model)
         labels, rel_types = kg.node_labels(), kg.relation_types()
+        if self.namespace:
+            labels = unique_identifiers([f"{self.label}_{t}"[:64] for t in labels])
+            rel_types = unique_identifiers([f"{self.label}_{t}"[:64] for t in rel_types])
 
         existing = self.record()
         if reset or (existing is not None and existing.get("status") == "deleting"):
