@@ -197,3 +197,29 @@ def test_a_graph_already_in_neo4j_is_adopted_without_touching_it(own_env, neo4j_
     assert _user_snapshot(neo4j_driver, user) == before
     assert _record(neo4j_driver, name) is None and _count(neo4j_driver, f"KG_{name}") == (0, 0)
     neo4j_driver.execute_query(f"MATCH (n:{user}) DETACH DELETE n")
+
+
+@pytest.mark.parametrize("layout", ["triples-csv-header", "triples-pipe-txt", "tables-csv", "tables-tsv",
+                                    "tables-parquet"])
+def test_the_four_commands_on_every_input_format(own_env, neo4j_driver, dataset_label, layout):
+    graph = company_graph(seed=5, people=12)
+    folder = own_env / layout
+    if layout == "triples-csv-header":
+        write_triples(graph, folder, sep=",", header=True, suffix=".csv", stem="kg")
+    elif layout == "triples-pipe-txt":
+        write_triples(graph, folder, sep="|", header=False, suffix=".txt", stem="kb")
+    else:
+        write_tables(graph, folder, layout.split("-")[1])
+    write_questions(graph, folder, "jsonl" if layout.endswith("txt") else "csv")
+    name = dataset_label.lower()
+    try:
+        _ok("ingest", name, "--source", str(folder))
+        _ok("extract", name)
+        _ok("train", name, "--epochs", "1")
+        _ok("eval", name, "--split", "test", "--methods", "khop,seeder")
+        results = json.loads((own_env / "runs" / name / f"eval-{name}-test-tuned" / "results.json").read_text())
+        assert results["methods"]["seeder"]["summary"]["num_queries"] == round(0.2 * len(graph.questions))
+        answer = json.loads(_ok("query", name, "Who works at Acme Robotics?", "--format", "json", "--k", "3"))
+        assert len(answer["nodes"]) == 3
+    finally:
+        runner.invoke(app, ["drop", name, "--yes"])

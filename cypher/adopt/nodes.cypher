@@ -1,4 +1,4 @@
-// The nodes to adopt, read only: the user's id, name, optional text, embedding and type
+// The nodes to adopt, read only: the id, name, optional text, embedding and type
 // properties, and the node's other labels (its type when no type property is named).
 MATCH (n:{{label}})
 RETURN n[$id] AS id, n[$name] AS name,
