@@ -32,7 +32,8 @@ step "5/6 evaluate SeedER against the baselines on ${VAL_QUESTIONS} validation q
 $sd eval metaqa --split val --sample "$VAL_QUESTIONS" --out "$SEEDER_RUNS/eval" "${DATA_OPT[@]}"
 step "6/6 ask the live graph"
 # A 2-hop question a reader can check in kb.txt: the movies with '|directed_by|Christopher Nolan',
-# then their '|starred_actors|' lines (the demo policy ranks Gary Oldman, Aaron Eckhart, ... first).
+# then their '|starred_actors|' lines. The briefly trained demo policy ranks Al Pacino, Tom Hardy,
+# Liam Neeson, Michael Caine, ... high, and first Erik Skjoldbjaerg, director of the other 'Insomnia'.
 $sd query metaqa "who starred in the movies directed by Christopher Nolan" --k 10
 $sd query metaqa "who starred in the movies directed by Christopher Nolan" --k 10 --method khop --format triples
 printf '\nNeo4j keeps running for more questions (seeder-dgl query metaqa "..."); stop it with: %s neo4j stop\n' "$sd"
