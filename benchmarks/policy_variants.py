@@ -34,7 +34,7 @@ from seeder_dgl.reporting import RESULTS  # noqa: E402
 # BASE, the paper's model and loss (method.md), so rows compare with each other whatever the
 # profile's current defaults are.
 BASE = {"node_types": False, "query_relations": False, "query_injection": "concat", "rank_loss": "bpr",
-        "lr": 1e-3, "ops": "auto"}
+        "lr": 1e-3, "ops": "auto", "frontier_caps": (20, 30, 50)}
 CHANGES: dict[str, dict] = {
     "base": {},
     "types": {"node_types": True},
@@ -51,6 +51,8 @@ CHANGES: dict[str, dict] = {
                       "frontier_caps": (40, 80, 120)},
     "combined_steps": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                        "expansion_sizes": (9, 10, 10)},
+    "combined_caps_steps": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                            "frontier_caps": (40, 80, 120), "expansion_sizes": (9, 10, 10)},
 }
 VARIANTS: dict[str, dict] = {name: {**BASE, **change} for name, change in CHANGES.items()}
 METRICS = ("hit@1", "hit@5", "mrr", "recall@20", "hit@any")
