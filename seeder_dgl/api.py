@@ -74,6 +74,8 @@ class Retriever:
 
         check_dataset_name(dataset)
         self._check_method(method)
+        seeds = check_seeds(seeds) if seeds is not None else None  # before any connection is opened
+        budgets = check_budgets(budgets) if budgets is not None else None
         self.dataset = dataset
         self.method = method
         self._own_driver = driver is None

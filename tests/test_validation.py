@@ -67,3 +67,12 @@ def test_upsert_rows_parse_and_bad_files_are_one_line(tmp_path):
     binary.write_bytes(b"\x00\xff\x10")
     with pytest.raises(SeederError, match="binary"):
         read_jsonl(binary)
+
+
+@pytest.mark.parametrize("kwargs,message", [({"seeds": -2}, "at least 1"), ({"budgets": (-5, -5)}, "at least 0"),
+                                            ({"budgets": "50,97x"}, "whole number")])
+def test_the_retriever_checks_its_settings_before_connecting(kwargs, message):
+    from seeder_dgl.api import Retriever
+
+    with pytest.raises(ValidationError, match=message):
+        Retriever("any_dataset", driver=object(), **kwargs)  # no connection is opened
