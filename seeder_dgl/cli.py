@@ -488,6 +488,7 @@ def extract(
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.graphstore.seeding import check_mode
     from seeder_dgl.subgraph.extract import ExtractionSettings, SnapshotGraph, extract_split
+    from seeder_dgl.validation import check_seeds
 
     if engine not in ("cypher", "memory"):
         raise SeederError(f"--engine is cypher or memory, not {engine!r}")
@@ -503,10 +504,9 @@ def extract(
         profile = TUNED
     profile = resolve_profile(dataset, profile)
     defaults = retrieval_profile(dataset, profile)
-    settings = ExtractionSettings(seeds=seeds or defaults.seeds, budgets=_budgets(budgets, defaults.budgets),
+    settings = ExtractionSettings(seeds=defaults.seeds if seeds is None else check_seeds(seeds),
+                                  budgets=_budgets(budgets, defaults.budgets),
                                   seeding=check_mode(seeding or defaults.seeding))
-    if settings.seeds < 1:
-        raise SeederError(f"--seeds must be at least 1, not {settings.seeds}")
     with console.status(f"Loading {dataset} questions..."):
         qa = spec.load_questions(questions or source, None)
     unknown = [s for s in split if s not in qa.splits]
@@ -582,8 +582,8 @@ def train(
 ):
     """Train the SeedER expansion policy and scoring head on the cached K-hop subgraphs.
 
-    Saves best.pt (by validation Recall@20, ties broken by MRR), last.pt, config.json, metrics.json, history.csv and
-    curves.png in the run folder.
+    Saves best.pt (by validation Recall@20, ties broken by MRR), last.pt, config.json, metrics.json,
+    history.csv and curves.png in the run folder.
     """
     from seeder_dgl.training.command import run_training
 
@@ -667,7 +667,8 @@ def eval_command(
     sample: int = typer.Option(None, help="A fixed random sample of N questions (seed 0), in split order."),
     checkpoint: str = typer.Option(None, help="SeedER checkpoint \\[default: runs/<dataset>/<profile>-full/best.pt; "
                                               "runs/<dataset>/full/best.pt for the paper profile]."),
-    out: str = typer.Option(None, help="Result folder \\[default: benchmarks/results/eval-<dataset>-<split>/; your own graph: runs/<dataset>/eval-<split>/]."),
+    out: str = typer.Option(None, help="Result folder \\[default: benchmarks/results/eval-<dataset>-<split>/; "
+                                       "your own graph: runs/<dataset>/eval-<split>/]."),
     sweep: bool = typer.Option(False, help="Also the budget sweep and k-hop growth plots."),
     sweep_queries: int = typer.Option(500, help="Questions (fixed sample) for --sweep."),
     per_query: bool = typer.Option(False, "--per-query", help="Keep per-query metrics and rankings in results.json."),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 
-import numpy as np
 
 from loaders.kg import Query
 from seeder_dgl.errors import SeederError
@@ -46,10 +45,9 @@ def tuning_questions(qa, seed: int = 0) -> tuple[list[Query], str]:
     if not val:
         raise SeederError(f"{qa.name} has no validation or training question with an answer in the graph: "
                           "check that the answers name nodes of this graph")
-    if len(val) > MAX_QUESTIONS:
-        pick = np.sort(np.random.default_rng(seed).choice(len(val), size=MAX_QUESTIONS, replace=False))
-        val = [val[i] for i in pick]
-    return val, used
+    from seeder_dgl.evaluation.command import sample_indices
+
+    return [val[i] for i in sample_indices(len(val), MAX_QUESTIONS, seed)], used
 
 
 def choose(rows: list[dict], candidates=CANDIDATES) -> dict:

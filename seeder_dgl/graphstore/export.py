@@ -47,6 +47,14 @@ def _version(graph: LiveGraph, driver: Driver, database: str | None) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
+def id_ranges(driver: Driver, label: str, database: str | None = None) -> tuple[int, list[tuple[int, int]]]:
+    """1 + the largest node id of a dataset, and the [lo, hi) id ranges of ``ID_RANGE`` that cover it:
+    statements read a dataset page by page with a range seek on the id index."""
+    top = driver.execute_query(query("export/max_id", dataset=label), database_=database).records[0]
+    n = int(top["max_id"]) + 1 if top["max_id"] is not None else 0
+    return n, [(lo, min(lo + ID_RANGE, n)) for lo in range(0, n, ID_RANGE)]
+
+
 def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, database: str | None = None,
                  progress: bool = True) -> GraphExport:
     graph = LiveGraph(driver, dataset, database)
@@ -58,8 +66,7 @@ def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, da
             return GraphExport(int(z["num_nodes"]), z["node_emb"], z["node_type"], z["node_type_names"].tolist(),
                                z["src"], z["dst"], z["rel"], z["relation_types"].tolist(), z["relation_emb"])
     label = graph.label
-    top = driver.execute_query(query("export/max_id", dataset=label), database_=database).records[0]
-    n = int(top["max_id"]) + 1 if top["max_id"] is not None else 0
+    n, ranges = id_ranges(driver, label, database)
     emb = np.zeros((n, graph.info.dimension), dtype=np.float32)
     node_type = np.full(n, -1, dtype=np.int64)
     type_index: dict[str, int] = {}
@@ -67,8 +74,7 @@ def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, da
     src, dst, rel = [], [], []
     with Progress(disable=not progress) as bars:
         task = bars.add_task(f"export {dataset}", total=max(n, 1))
-        for lo in range(0, n, ID_RANGE):
-            hi = min(lo + ID_RANGE, n)
+        for lo, hi in ranges:
             nodes = driver.execute_query(query("export/nodes", dataset=label), lo=lo, hi=hi,
                                          database_=database).records[0]
             if nodes["ids"]:
@@ -98,13 +104,11 @@ def export_names(driver: Driver, dataset: str, database: str | None = None) -> t
     """Every node's id, name and source id ('' where it has none), read from Neo4j: question files
     are matched to the dataset's own graph as it is now, never to another dataset's."""
     graph = LiveGraph(driver, dataset, database)
-    top = driver.execute_query(query("export/max_id", dataset=graph.label), database_=database).records[0]
-    n = int(top["max_id"]) + 1 if top["max_id"] is not None else 0
     ids: list[int] = []
     names: list[str] = []
     keys: list[str] = []
-    for lo in range(0, n, ID_RANGE):
-        page = driver.execute_query(query("export/names", dataset=graph.label), lo=lo, hi=min(lo + ID_RANGE, n),
+    for lo, hi in id_ranges(driver, graph.label, database)[1]:
+        page = driver.execute_query(query("export/names", dataset=graph.label), lo=lo, hi=hi,
                                     database_=database).records[0]
         ids += page["ids"]
         names += [str(x) if x is not None else "" for x in page["names"]]

@@ -92,7 +92,8 @@ def parse_edges(rows: Iterable[dict]) -> list[EdgeRow]:
     for i, row in enumerate(rows):
         where = row.get("_where", f"edge row {i + 1}")
         try:
-            edges.append(EdgeRow(check_node_id(row.get("source"), "'source'"), check_node_id(row.get("target"), "'target'"),
+            edges.append(EdgeRow(check_node_id(row.get("source"), "'source'"),
+                                 check_node_id(row.get("target"), "'target'"),
                                  check_text(row.get("relation"), "'relation'")))
         except ValidationError as exc:
             raise UpsertError(f"{where}: {exc}") from None

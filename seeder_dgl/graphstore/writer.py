@@ -145,7 +145,8 @@ class GraphWriter:
     """Writes one dataset; see the module docstring for the layout."""
 
     def __init__(self, driver: Driver, dataset: str, database: str | None = None,
-                 node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH, namespace: bool = False):
+                 node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH,
+                 namespace: bool = False):
         """``namespace``: type labels and relationship types carry the dataset label as a prefix
         (``KG_x_Movie``, ``KG_x_ACTED_IN``), for a copy of a graph that lives in the same database
         (``adopt``): the user's own labels and types then match only the user's own data."""
@@ -240,8 +241,8 @@ class GraphWriter:
 
         existing = self.record()
         if reset or (existing is not None and existing.get("status") == "deleting"):
-            self.reset()  # also finishes a reset that was cut off
-        existing = self.record()
+            self.reset()  # also finishes a reset that was cut off; the record is gone after it
+            existing = None
         if existing is not None:
             if existing.get("dimension") not in (None, dim):
                 raise IngestError(

@@ -122,11 +122,9 @@ def build_config(dataset: str, *, epochs: int | None = None, device: str = "auto
     options.update(seed=seed, ablation=ablation, device=device)
     if epochs is not None:
         options["epochs"] = epochs
-    from seeder_dgl.datasets import find_spec, retrieval_profile
+    from seeder_dgl.datasets import retrieval_profile
 
-    spec = find_spec(dataset)
-    base = (spec.train_defaults or spec.name) if spec else dataset
-    base = base if base in DATASET_DEFAULTS else "prime"
+    base = defaults_row(dataset)
 
     retrieval_profile(dataset, profile)  # one-line error for a profile the dataset does not have
     try:
@@ -138,11 +136,14 @@ def build_config(dataset: str, *, epochs: int | None = None, device: str = "auto
     return replace(cfg, dataset=dataset)
 
 
-def _uses_generic(dataset: str) -> bool:
+def defaults_row(dataset: str) -> str:
+    """The ``DATASET_DEFAULTS`` row a dataset's policy starts from: its own, its spec's
+    ``train_defaults`` (a graph of your own: 'generic'), else Prime's."""
     from seeder_dgl.datasets import find_spec
 
     spec = find_spec(dataset)
-    return spec is not None and spec.train_defaults == "generic"
+    row = (spec.train_defaults or spec.name) if spec else dataset
+    return row if row in DATASET_DEFAULTS else "prime"
 
 
 def resolve_device(device: str) -> str:
@@ -192,7 +193,7 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
     folder = root / dataset / "subgraphs"
     splits = {s: folder / f"{cfg.subgraph_prefix}{s}" for s in ("train", "val")}
     train_records, train_q = load_split(splits["train"])
-    if epochs is None and _uses_generic(dataset):
+    if epochs is None and defaults_row(dataset) == "generic":
         from seeder_dgl.training.config import auto_epochs
 
         cfg = replace(cfg, epochs=auto_epochs(len(train_records)))

@@ -149,11 +149,6 @@ DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
     # MetaQA: Prime's model; 6 epochs (1 warmup) keep a full run over its 31k training questions
     # within an hour on a 2-core CPU.
     "metaqa": dict(_PRIME, epochs=6, warmup_epochs=1),
-    # A graph of the user's own: the policy options that won on MetaQA's validation split (see
-    # PROFILE_DEFAULTS), three expansion steps, and epochs from the number of training questions
-    # (``auto_epochs``) so small question sets still see enough updates.
-    "generic": dict(_PRIME, expansion_sizes=(7, 7, 8), frontier_caps=(40, 80, 120), node_types=True,
-                    query_relations=True, rank_loss="listwise", lr=3e-3, ops="torch", epochs=10, warmup_epochs=1),
 }
 
 TARGET_QUESTION_PASSES = 60_000
@@ -166,6 +161,7 @@ def auto_epochs(num_train: int, lo: int = 4, hi: int = 40) -> int:
         return lo
     return int(min(hi, max(lo, -(-TARGET_QUESTION_PASSES // num_train))))
 
+
 # Policy settings that follow a retrieval profile (datasets.py) rather than the dataset. MetaQA's
 # 'deep' profile seeds one linked topic entity and keeps three hops: three expansion steps, as
 # MAG's 3-step row, so 3-hop answers are reachable from the seed inside the policy's horizon.
@@ -174,9 +170,14 @@ def auto_epochs(num_train: int, lo: int = 4, hi: int = 40) -> int:
 # each raised validation Hit@1, together from 0.631 to 0.721 (8,000 questions, 2 epochs), and
 # frontier caps of 40/80/120 instead of MAG's 20/30/50 to 0.754 (more 3-hop answers stay in
 # front of the policy). Four epochs (one of warm-up): a 6-epoch run with the narrower caps gained
-# 0.008 validation Hit@1 after its third. The torch message-passing ops run with two threads on two cores (DGL's OpenMP runtime
-# contends with torch's there).
+# 0.008 validation Hit@1 after its third. The torch message-passing ops run with two threads on
+# two cores (DGL's OpenMP runtime contends with torch's there).
+CHOSEN_POLICY: dict[str, Any] = dict(expansion_sizes=(7, 7, 8), frontier_caps=(40, 80, 120), node_types=True,
+                                     query_relations=True, rank_loss="listwise", lr=3e-3, ops="torch")
 PROFILE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
-    ("metaqa", "deep"): dict(k0=1, expansion_sizes=(7, 7, 8), frontier_caps=(40, 80, 120), node_types=True,
-                             query_relations=True, rank_loss="listwise", lr=3e-3, ops="torch", epochs=4),
+    ("metaqa", "deep"): dict(CHOSEN_POLICY, k0=1, epochs=4),
 }
+# A graph of the user's own: the options that won on MetaQA's validation split, and epochs from
+# the number of training questions (``auto_epochs``, applied by training.command) so that small
+# question sets still see enough updates.
+DATASET_DEFAULTS["generic"] = dict(_PRIME, **CHOSEN_POLICY, epochs=10, warmup_epochs=1)
