@@ -1,4 +1,5 @@
-"""Shared fixtures. The Neo4j server for the whole session comes from, in order:
+"""Shared fixtures. Tests in ``tests/unit`` need no server (``pytest tests/unit``); tests in ``tests/e2e``
+run against a real Neo4j. The Neo4j server for the whole session comes from, in order:
 
 1. ``NEO4J_URI`` (with ``NEO4J_USER``/``NEO4J_PASSWORD``) when set;
 2. testcontainers' Neo4j container (official ``neo4j:5.26-community`` image) when a Docker engine answers;
@@ -27,7 +28,7 @@ SHARED = REPO.parent / "shared"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # Each transaction of the test server may use at most this much heap: a statement whose memory
 # estimate grows with candidates x rows fails a test instead of a busy server
-# (tests/test_khop_cypher_vs_reference.py, the wide hub).
+# (tests/e2e/test_khop_cypher_vs_reference.py, the wide hub).
 TEST_TX_MEMORY = "128m"
 NEO4J_IMAGE = "neo4j:5.26-community"
 

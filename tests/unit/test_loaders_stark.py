@@ -13,7 +13,7 @@ from loaders import stark
 from loaders.kg import DataError, KnowledgeGraph
 from loaders.stark import SkbFormatError, fetch_skb, load_skb, load_stark_qa, write_skb
 
-SHARED_QA = Path(__file__).resolve().parents[2] / "shared" / "data" / "stark" / "qa"
+SHARED_QA = Path(__file__).resolve().parents[3] / "shared" / "data" / "stark" / "qa"
 
 
 def tiny_kg() -> KnowledgeGraph:

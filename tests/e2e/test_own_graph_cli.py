@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from helpers.own_graph import company_graph, write_questions, write_tables, write_triples
+from tests.helpers.own_graph import company_graph, write_questions, write_tables, write_triples
 from seeder_dgl.cli import app
 from seeder_dgl.graphstore.writer import GraphWriter
 

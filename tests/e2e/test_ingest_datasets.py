@@ -11,7 +11,7 @@ from seeder_dgl.graphstore.writer import GraphWriter, undirected_unique
 from seeder_dgl.graphstore.writer import dataset_label as label_for
 from tests.conftest import IN_CI
 from tests.helpers.graphs import random_embeddings
-from tests.test_loaders_stark import raw_parts
+from tests.unit.test_loaders_stark import raw_parts
 
 
 def _counts(driver, label):

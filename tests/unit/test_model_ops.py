@@ -15,7 +15,7 @@ from seeder_dgl.model import (DGLOps, SeederPolicy, SubgraphBatch, TorchOps, app
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training import TrainConfig
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 needs_dgl = pytest.mark.skipif(not dgl_available("cpu"), reason="DGL is not installed")
 
 

@@ -9,7 +9,7 @@ import pytest
 from loaders.metaqa import (HOP_ID_BASE, MetaQAFormatError, load_metaqa, load_metaqa_kb, load_metaqa_qa_file,
                             split_ids)
 
-SHARED_METAQA = Path(__file__).resolve().parents[2] / "shared" / "data" / "metaqa"
+SHARED_METAQA = Path(__file__).resolve().parents[3] / "shared" / "data" / "metaqa"
 
 KB = """Kismet|directed_by|William Dieterle
 Kismet|written_by|Edward Knoblock

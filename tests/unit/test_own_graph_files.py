@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers.own_graph import company_graph, write_questions, write_tables, write_triples
+from tests.helpers.own_graph import company_graph, write_questions, write_tables, write_triples
 from loaders.files import find_graph_files, load_graph_files, load_tables, load_triples
 from loaders.kg import DataError, KnowledgeGraph
 from loaders.questions import NodeResolver, default_splits, load_question_table

@@ -15,7 +15,7 @@ from seeder_dgl.model.ops import select_ops
 from seeder_dgl.training import checkpoint as ckpt
 from seeder_dgl.training.checkpoint import CheckpointError, load_policy, read_checkpoint, save_checkpoint
 from seeder_dgl.training.trainer import predict, train
-from tests.test_trainer import synthetic_task, tiny_config
+from tests.unit.test_trainer import synthetic_task, tiny_config
 
 
 @pytest.fixture(scope="module")
