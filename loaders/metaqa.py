@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from loaders.kg import DataError, KnowledgeGraph, Query, QASet, TripleSet
+from seeder_dgl.paths import shared_data_dir
 
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_ROOT = REPO.parent / "shared" / "data" / "metaqa"
+DEFAULT_ROOT = shared_data_dir() / "metaqa"
 HOP_ID_BASE = 1_000_000
 """Query id = hops * HOP_ID_BASE + line index (0-based) in that hop's file."""
 
@@ -43,7 +43,7 @@ class MetaQAFormatError(DataError):
 
 
 def default_root() -> Path | None:
-    """``../shared/data/metaqa`` next to the repository when it is there."""
+    """``../shared/data/metaqa`` next to the project root (seeder_dgl.paths) when it is there."""
     return DEFAULT_ROOT if DEFAULT_ROOT.is_dir() else None
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from loaders.kg import DataError, KnowledgeGraph, Query, QASet, atomic_write
+from seeder_dgl.paths import project_root, shared_data_dir
 
 try:  # the download path needs it; loading local files does not
     from huggingface_hub import hf_hub_download
@@ -61,9 +62,8 @@ MAG_EDGE_TYPES = {
 # Amazon's full graph (products plus brand/category/color nodes) is cached here inside processed/.
 AMAZON_SUBDIR = Path("cache") / "brand-category-color"
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_QA_ROOT = REPO.parent / "shared" / "data" / "stark" / "qa"
-DEFAULT_CACHE = REPO / ".cache" / "stark"
+DEFAULT_QA_ROOT = shared_data_dir() / "stark" / "qa"
+DEFAULT_CACHE = project_root() / ".cache" / "stark"
 
 _GENE_KEYS = {
     "name": "gene name",
@@ -535,7 +535,7 @@ def write_skb(kg_like: KnowledgeGraph | Mapping[str, Any], folder: str | os.Path
 
 # ---- questions ----------------------------------------------------------------------------------
 def default_qa_root() -> Path | None:
-    """``../shared/data/stark/qa`` next to the repository when it is there."""
+    """``../shared/data/stark/qa`` next to the project root (seeder_dgl.paths) when it is there."""
     return DEFAULT_QA_ROOT if DEFAULT_QA_ROOT.is_dir() else None
 
 

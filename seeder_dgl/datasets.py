@@ -13,20 +13,20 @@ from typing import Callable
 
 from loaders.kg import KnowledgeGraph, QASet
 from seeder_dgl.errors import SeederError, check_dataset_name
+from seeder_dgl.paths import project_root
 
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_MODEL_NAMES = {None, "", "default", "all-MiniLM-L6-v2", DEFAULT_MODEL}
 
 
 def cache_root() -> Path:
-    """Embeddings, exports, subgraphs (``SEEDER_CACHE``, default ``.cache/`` in the repository)."""
-    return Path(os.environ.get("SEEDER_CACHE", REPO / ".cache")).expanduser().resolve()
+    """Embeddings, exports, subgraphs (``SEEDER_CACHE``, default ``.cache/`` in the project root)."""
+    return Path(os.environ.get("SEEDER_CACHE", project_root() / ".cache")).expanduser().resolve()
 
 
 def runs_root() -> Path:
     """Checkpoints and their run records (``SEEDER_RUNS``, default ``runs/``)."""
-    return Path(os.environ.get("SEEDER_RUNS", REPO / "runs")).expanduser().resolve()
+    return Path(os.environ.get("SEEDER_RUNS", project_root() / "runs")).expanduser().resolve()
 
 
 def resolve_model(name: str | None) -> str | None:

@@ -20,8 +20,8 @@ import numpy as np
 
 from loaders.kg import atomic_write
 from seeder_dgl.errors import SeederError
+from seeder_dgl.paths import project_root
 
-REPO = Path(__file__).resolve().parents[1]
 CHUNK = 4096
 """Texts encoded between two cache writes: the most work an interruption can lose."""
 MAX_SHARDS = 16
@@ -44,11 +44,11 @@ def default_model_path() -> Path:
 
 def default_cache_dir() -> Path:
     """``$SEEDER_EMBEDDINGS``, else ``$SEEDER_CACHE/embeddings``, else ``.cache/embeddings`` in the
-    repository. Its own variable, so runs with separate caches can share the (slow) embeddings."""
+    project root (seeder_dgl.paths). Its own variable, so runs with separate caches can share the (slow) embeddings."""
     if os.environ.get("SEEDER_EMBEDDINGS"):
         return Path(os.environ["SEEDER_EMBEDDINGS"]).expanduser()
     base = os.environ.get("SEEDER_CACHE")
-    return (Path(base).expanduser() if base else REPO / ".cache") / "embeddings"
+    return (Path(base).expanduser() if base else project_root() / ".cache") / "embeddings"
 
 
 def readable_relation(name: str) -> str:

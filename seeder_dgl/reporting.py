@@ -4,9 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from seeder_dgl.fileio import atomic_write_json, atomic_write_text
+from seeder_dgl.paths import results_dir
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = results_dir()
 
 
 def write_result(name: str, payload: dict, markdown: str, folder: Path | None = None) -> Path:

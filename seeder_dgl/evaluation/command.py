@@ -20,6 +20,7 @@ import numpy as np
 
 from loaders.kg import QASet, Query
 from seeder_dgl.errors import SeederError, check_dataset_name
+from seeder_dgl.paths import results_dir
 from seeder_dgl.evaluation.evaluate import (
     BASELINES,
     SEEDER,
@@ -33,8 +34,6 @@ from seeder_dgl.evaluation.evaluate import (
     resolve_methods,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "benchmarks" / "results"
 EXAMPLES = 5
 """Unknown names / dropped query ids shown in the messages."""
 SWEEP_QUERIES = 500
@@ -214,7 +213,7 @@ def default_results_dir(dataset: str, folder: str) -> Path:
     from seeder_dgl.datasets import find_spec, runs_root
 
     spec = find_spec(dataset)
-    return RESULTS / folder if spec is not None and spec.builtin else runs_root() / dataset / folder
+    return results_dir() / folder if spec is not None and spec.builtin else runs_root() / dataset / folder
 
 
 def sample_indices(n: int, size: int | None, seed: int = 0) -> np.ndarray:

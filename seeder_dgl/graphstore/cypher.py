@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from pathlib import Path
 
 from loaders.kg import is_identifier
+from seeder_dgl.paths import CYPHER_DIR
 
-CYPHER_DIR = Path(__file__).resolve().parents[2] / "cypher"
 _SLOT = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seeder_dgl.errors import SeederError
+from seeder_dgl.paths import NEO4J_POM, project_root
 
 NEO4J_VERSION = "5.26.30"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-POM = REPO_ROOT / "neo4j" / "pom.xml"
+POM = NEO4J_POM
 ENTRY_POINT = "org.neo4j.server.CommunityEntryPoint"
 ADMIN_TOOL = "org.neo4j.cli.AdminTool"
 
@@ -32,7 +32,7 @@ class Neo4jServerError(SeederError):
 
 def default_home() -> Path:
     """Where jars, config, data and logs of the local server live (``SEEDER_NEO4J_HOME``)."""
-    return Path(os.environ.get("SEEDER_NEO4J_HOME", REPO_ROOT / ".neo4j")).expanduser().resolve()
+    return Path(os.environ.get("SEEDER_NEO4J_HOME", project_root() / ".neo4j")).expanduser().resolve()
 
 
 @dataclass

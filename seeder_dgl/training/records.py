@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from seeder_dgl.fileio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
+from seeder_dgl.paths import source_checkout
 
 CONFIG_FILE, METRICS_FILE, HISTORY_FILE, CURVES_FILE = "config.json", "metrics.json", "history.csv", "curves.png"
 PACKAGES = ("torch", "dgl", "numpy", "neo4j", "sentence-transformers", "seeder-dgl")
@@ -74,7 +75,9 @@ def library_versions() -> dict[str, str | None]:
 def _git_commit() -> str | None:
     """The checkout's commit (read-only ``git rev-parse``), None outside a git checkout."""
     try:
-        repo = Path(__file__).resolve().parents[2]
+        repo = source_checkout()
+        if repo is None:
+            return None
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=5)
         return done.stdout.strip() or None if done.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
