@@ -53,6 +53,10 @@ CHANGES: dict[str, dict] = {
                        "expansion_sizes": (9, 10, 10)},
     "combined_caps_steps": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                             "frontier_caps": (40, 80, 120), "expansion_sizes": (9, 10, 10)},
+    "combined_caps_path": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                           "frontier_caps": (40, 80, 120), "path_reward": 0.5},
+    "combined_caps_path1": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                            "frontier_caps": (40, 80, 120), "path_reward": 1.0},
 }
 VARIANTS: dict[str, dict] = {name: {**BASE, **change} for name, change in CHANGES.items()}
 METRICS = ("hit@1", "hit@5", "mrr", "recall@20", "hit@any")

@@ -52,6 +52,9 @@ class TrainConfig:
     """ranking loss on the final scores: 'bpr' (pairwise, method.md) or 'listwise' (softmax over the retrieved set)"""
     bpr_margin: float | None = None
     """None: BPR −log σ(s+ − s−); a float γ: softplus(γ − (s+ − s−)) (the paper's margin variant uses 0.5)"""
+    path_reward: float = 0.0
+    """β: the RL reward is Recall@Any(V_T) + β · (fraction of the nodes on shortest seed-to-answer paths
+    of at most T edges that V_T holds); 0 is the paper's reward"""
     query_injection: str = "concat"
     """'add' (z_v + W_q z_q), 'concat' ([z_v ‖ W_q z_q ‖ cos(z_v, z_q)] → projection) or 'product'
     ([z_v ‖ z_v ⊙ W_q z_q ‖ cos(z_v, z_q)] → projection: node-specific query interaction)"""

@@ -1,6 +1,8 @@
 """SeedER's training signals as small batch-tensor functions.
 
-* reward: Recall@Any of the final selected set V_T;
+* reward: Recall@Any of the final selected set V_T, optionally plus ``path_recall``: credit for the
+  connector nodes on shortest seed-to-answer paths, so a trajectory that took the right first hops
+  is told so even when its last step missed;
 * ``reinforce_loss``: group-centred REINFORCE, L_RL = −1/M Σ_m Â^(m) Σ_t log π(a_t^(m));
 * ``bpr_loss``: pairwise ranking of the final scores inside each retrieved set;
 * ``listwise_loss``: softmax ranking of the final scores over each retrieved set.
@@ -22,6 +24,42 @@ def recall_at_any(selected: Tensor, labels: Tensor, graph_index: Tensor, num_ans
     hits = hits.index_add(0, graph_index, (selected & labels).to(hits.dtype))
     denom = num_answers.to(hits.dtype)
     return torch.where(denom > 0, hits / denom.clamp(min=1), torch.zeros_like(hits))
+
+
+def hop_distance(src: Tensor, dst: Tensor, start: Tensor, max_hops: int) -> Tensor:
+    """Breadth-first hop counts [n] from the nodes of ``start`` (bool [n]) along the edges
+    ``src → dst``, up to ``max_hops``; nodes farther away (or unreachable) get ``max_hops + 1``."""
+    dist = torch.full(start.shape, max_hops + 1, dtype=torch.int64, device=start.device)
+    dist[start] = 0
+    for hop in range(1, max_hops + 1):
+        reached = torch.zeros_like(start)
+        reached[dst[dist[src] == hop - 1]] = True
+        dist = torch.where(reached & (dist > hop), torch.full_like(dist, hop), dist)
+    return dist
+
+
+def shortest_path_nodes(src: Tensor, dst: Tensor, seeds: Tensor, labels: Tensor, graph_index: Tensor,
+                        num_graphs: int, max_hops: int) -> Tensor:
+    """bool [n]: the non-seed nodes on a shortest seed-to-answer path of at most ``max_hops`` edges,
+    inside each graph (answers included). Edges must be present in both directions.
+
+    v is on such a path iff d_seed(v) + d_answer(v) equals the graph's seed-to-answer distance D.
+    """
+    d_seed = hop_distance(src, dst, seeds, max_hops)
+    d_answer = hop_distance(src, dst, labels, max_hops)
+    far = max_hops + 1
+    nearest = torch.full((num_graphs,), far, dtype=torch.int64, device=seeds.device)
+    nearest = nearest.scatter_reduce(0, graph_index[labels], d_seed[labels], reduce="amin")
+    target = nearest[graph_index]
+    return (d_seed + d_answer == target) & (target < far) & ~seeds
+
+
+def path_recall(selected: Tensor, on_path: Tensor, graph_index: Tensor, num_graphs: int) -> Tensor:
+    """Per graph: the fraction of its ``on_path`` nodes inside ``selected`` (0 without any). [G]."""
+    hits = torch.zeros(num_graphs, dtype=torch.float32, device=selected.device)
+    hits = hits.index_add(0, graph_index, (selected & on_path).to(hits.dtype))
+    total = torch.zeros_like(hits).index_add(0, graph_index, on_path.to(hits.dtype))
+    return torch.where(total > 0, hits / total.clamp(min=1), torch.zeros_like(hits))
 
 
 def group_advantage(reward: Tensor) -> Tensor:

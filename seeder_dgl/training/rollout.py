@@ -19,7 +19,8 @@ from seeder_dgl.model.batch import SubgraphBatch
 from seeder_dgl.model.ops import MessagePassingOps, select_ops
 from seeder_dgl.model.policy import NodeScores, SeederPolicy
 from seeder_dgl.training.config import TrainConfig
-from seeder_dgl.training.losses import advantage, bpr_loss, listwise_loss, recall_at_any, reinforce_loss
+from seeder_dgl.training.losses import (advantage, bpr_loss, listwise_loss, path_recall, recall_at_any, reinforce_loss,
+                                       shortest_path_nodes)
 
 ROLLOUT_MODES = ("expand", "rerank")
 
@@ -197,6 +198,19 @@ class Objective:
     rollout: RolloutOutput
 
 
+def rl_reward(out: RolloutOutput, path_weight: float = 0.0) -> Tensor:
+    """[B, M]: the reward REINFORCE learns from: Recall@Any of V_T, plus ``path_weight`` times the
+    share of the shortest seed-to-answer paths' nodes that V_T holds (``TrainConfig.path_reward``)."""
+    if path_weight <= 0:
+        return out.reward
+    run = out.batch
+    horizon = int(out.step_log_prob.shape[-1])
+    on_path = shortest_path_nodes(run.src, run.dst, run.seed_mask, run.labels, run.graph_index,
+                                  run.num_graphs, horizon)
+    credit = path_recall(out.selected, on_path, run.graph_index, run.num_graphs)
+    return out.reward + path_weight * credit.view_as(out.reward).to(out.reward.dtype)
+
+
 def training_objective(policy: SeederPolicy, batch: SubgraphBatch, cfg: TrainConfig,
                        ops: MessagePassingOps | None = None, generator: torch.Generator | None = None) -> Objective:
     """One training step's loss for ``cfg`` (ablations included). The policy should be in train mode."""
@@ -208,15 +222,16 @@ def training_objective(policy: SeederPolicy, batch: SubgraphBatch, cfg: TrainCon
     baseline_reward = None
     if cfg.baseline == "greedy" and mode == "expand":
         # Self-critical baseline: the deterministic policy's own reward on the same queries.
-        baseline_reward = infer(policy, batch, ops=ops).reward[:, 0]
+        baseline_reward = rl_reward(infer(policy, batch, ops=ops), cfg.path_reward)[:, 0]
 
     zero = torch.zeros((), dtype=out.batch.x.dtype, device=out.batch.device)
     if mode == "rerank":
         rl = zero  # nothing is sampled: the reranker learns from the ranking loss alone
         adv = torch.zeros_like(out.reward)
     else:
-        rl = reinforce_loss(out.log_prob, out.reward, cfg.baseline, baseline_reward)
-        adv = advantage(out.reward, cfg.baseline, baseline_reward)
+        reward = rl_reward(out, cfg.path_reward)
+        rl = reinforce_loss(out.log_prob, reward, cfg.baseline, baseline_reward)
+        adv = advantage(reward, cfg.baseline, baseline_reward)
     if out.scores is not None:
         s = out.scores
         if cfg.rank_loss == "listwise":

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from seeder_dgl.training import (DATASET_DEFAULTS, TrainConfig, advantage, bpr_loss, group_advantage, recall_at_any,
                                  reinforce_loss)
+from seeder_dgl.training.losses import hop_distance, path_recall, shortest_path_nodes
 
 
 def test_recall_at_any():
@@ -148,3 +150,41 @@ def test_listwise_option_is_validated():
     with pytest.raises(ValueError, match="rank_loss"):
         TrainConfig(rank_loss="pointwise")
     assert TrainConfig(rank_loss="listwise").rank_loss == "listwise"
+
+
+def _undirected(pairs):
+    src = torch.tensor([a for a, b in pairs] + [b for a, b in pairs])
+    dst = torch.tensor([b for a, b in pairs] + [a for a, b in pairs])
+    return src, dst
+
+
+def test_shortest_path_nodes_and_path_recall_by_hand():
+    # graph 0: seed 0 - 1 - 2 (answer), dead ends 0-3 and 1-4, and a longer way 0-5-6-2;
+    # graph 1: seed 7, answer 8 not connected; graph 2: seed 9 is itself the answer.
+    src, dst = _undirected([(0, 1), (1, 2), (0, 3), (1, 4), (0, 5), (5, 6), (6, 2), (9, 10)])
+    seeds = torch.zeros(11, dtype=torch.bool)
+    seeds[[0, 7, 9]] = True
+    labels = torch.zeros(11, dtype=torch.bool)
+    labels[[2, 8, 9]] = True
+    graph = torch.tensor([0] * 7 + [1, 1] + [2, 2])
+    torch.testing.assert_close(hop_distance(src, dst, seeds, 3), torch.tensor([0, 1, 2, 1, 2, 1, 2, 0, 4, 0, 1]))
+    on_path = shortest_path_nodes(src, dst, seeds, labels, graph, 3, max_hops=3)
+    assert torch.nonzero(on_path).flatten().tolist() == [1, 2]  # not the longer way, nothing in graphs 1 and 2
+    assert not shortest_path_nodes(src, dst, seeds, labels, graph, 3, max_hops=1).any()  # answer 2 hops away
+    selected = seeds.clone()
+    selected[[1, 5, 8]] = True
+    torch.testing.assert_close(path_recall(selected, on_path, graph, 3), torch.tensor([0.5, 0.0, 0.0]))
+
+
+def test_path_reward_adds_credit_for_connectors_only_when_asked():
+    from seeder_dgl.training.rollout import RolloutOutput, rl_reward
+
+    src, dst = _undirected([(0, 1), (1, 2)])
+    batch = SimpleNamespace(src=src, dst=dst, seed_mask=torch.tensor([True, False, False]),
+                            labels=torch.tensor([False, False, True]), graph_index=torch.zeros(3, dtype=torch.int64),
+                            num_graphs=1)
+    out = RolloutOutput(batch=batch, num_queries=1, num_trajectories=1,
+                        selected=torch.tensor([True, True, False]), step_log_prob=torch.zeros(1, 1, 2),
+                        reward=torch.zeros(1, 1), scores=None)
+    torch.testing.assert_close(rl_reward(out, 0.0), torch.zeros(1, 1))  # the paper's reward: the answer was missed
+    torch.testing.assert_close(rl_reward(out, 0.5), torch.tensor([[0.25]]))  # one of two path nodes, times 0.5

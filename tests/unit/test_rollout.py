@@ -10,6 +10,7 @@ import torch
 
 from seeder_dgl.model import DGLOps, SeederPolicy, SubgraphBatch, TorchOps, capped_frontier, collate, dgl_available
 from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.training.rollout import rl_reward
 from seeder_dgl.training import (ABLATIONS, TrainConfig, gumbel_top_k, infer, plackett_luce_log_prob, rollout,
                                  training_objective)
 
@@ -270,3 +271,19 @@ def test_subgraph_smaller_than_budget_and_isolated_seeds():
     assert objective.reward[0].tolist() == [0.5, 0.5]
     out = infer(policy, batch)
     assert out.selected[:3].all() and out.selected[3:].all()  # the small one (6 nodes) is taken whole
+
+
+@pytest.mark.parametrize("ablation", ["full", "greedy_baseline"])
+def test_path_reward_trains_and_leaves_the_reported_reward_alone(ablation):
+    batch = make_batch(7)
+    cfg = TrainConfig(ablation=ablation, num_trajectories=4, expansion_sizes=(4, 6), frontier_caps=(10, 20),
+                      path_reward=0.5)
+    policy = make_policy(4)
+    torch.manual_seed(0)
+    objective = training_objective(policy, batch, cfg)
+    objective.loss.backward()
+    assert torch.isfinite(objective.loss) and objective.reward.max() <= 1.0  # Recall@Any, as logged
+    shaped = rl_reward(objective.rollout, 0.5)
+    assert (shaped >= objective.reward).all() and (shaped > objective.reward).any()
+    if ablation == "full":
+        torch.testing.assert_close(objective.advantage, shaped - shaped.mean(1, keepdim=True))
