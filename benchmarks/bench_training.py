@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from seeder_dgl.training.command import configure_threads  # noqa: E402
+from seeder_dgl.threads import configure_threads  # noqa: E402
 
 
 def _threads() -> int | None:
@@ -37,7 +37,7 @@ THREADS = configure_threads(_threads())  # before torch spins up its pool
 from benchmarks.common import machine, percentile, write_result  # noqa: E402
 from seeder_dgl.datasets import cache_root  # noqa: E402
 from seeder_dgl.subgraph.cache import load_split  # noqa: E402
-from seeder_dgl.training.checkpoint import load_policy  # noqa: E402
+from seeder_dgl.inference import load_policy  # noqa: E402
 from seeder_dgl.training.command import load_features  # noqa: E402
 from seeder_dgl.training.config import TrainConfig  # noqa: E402
 from seeder_dgl.training.trainer import train  # noqa: E402

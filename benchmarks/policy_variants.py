@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from seeder_dgl.training.command import configure_threads  # noqa: E402
+from seeder_dgl.threads import configure_threads  # noqa: E402
 
 configure_threads()
 
@@ -83,7 +83,7 @@ def load_data(dataset: str, profile: str, train_n: int, val_n: int):
 
 def run_variant(name: str, args) -> dict:
     from seeder_dgl.evaluation.diagnose import diagnose
-    from seeder_dgl.training.checkpoint import load_policy
+    from seeder_dgl.inference import load_policy
     from seeder_dgl.training.command import build_config
     from seeder_dgl.training.trainer import evaluate_rankings, train
 

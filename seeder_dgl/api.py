@@ -128,8 +128,8 @@ class Retriever:
     @property
     def policy(self):
         if self._policy is None:
-            from seeder_dgl.training.checkpoint import load_policy
-            from seeder_dgl.training.command import configure_threads
+            from seeder_dgl.inference import load_policy
+            from seeder_dgl.threads import configure_threads
 
             configure_threads()  # unless the user chose: one OpenMP thread per pool on few cores
 

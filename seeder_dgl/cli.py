@@ -620,7 +620,7 @@ def query_command(
 
     from rich.table import Table
 
-    from seeder_dgl.training.command import configure_threads
+    from seeder_dgl.threads import configure_threads
 
     configure_threads()  # torch's and DGL's OpenMP pools fight on few cores (16 ms vs >100 ms a query)
     from seeder_dgl.api import Retriever
@@ -693,7 +693,7 @@ def eval_command(
             raise SeederError(f"--engine is cypher or memory, not {engine!r}")
         run_coverage(dataset, split=split, per_group=per_hop, engine=engine, source=source, out=out)
         return
-    from seeder_dgl.training.command import configure_threads
+    from seeder_dgl.threads import configure_threads
 
     configure_threads()
     from seeder_dgl.evaluation.command import run_eval

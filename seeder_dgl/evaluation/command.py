@@ -171,7 +171,7 @@ def _load_policies(plan: MethodPlan, dataset: str, model: str, dimension: int, e
     if not plan.checkpoints:
         return policies, notes
     try:
-        from seeder_dgl.training.checkpoint import load_policy
+        from seeder_dgl.inference import load_policy
     except ImportError as exc:
         if explicit & set(plan.checkpoints):
             raise SeederError(f"SeedER checkpoints cannot be loaded in this install ({exc})") from None

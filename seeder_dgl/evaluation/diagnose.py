@@ -116,7 +116,7 @@ def funnel_flags(batch, ranked_ids: list[list[int]], trace, selected: torch.Tens
 @torch.no_grad()
 def diagnose(loaded, records: Sequence, node_features, query_emb: np.ndarray, *, node_types=None,
              batch_size: int = 64) -> Funnel:
-    """The funnel of a trained policy (``checkpoint.LoadedPolicy``) over labelled subgraphs.
+    """The funnel of a trained policy (``inference.LoadedPolicy``) over labelled subgraphs.
 
     ``records``: ``QuerySubgraph`` with ``labels`` and ``num_answers`` (``seeder-dgl extract``'s
     cache, or ``memory.attach_labels``); ``node_features``/``node_types``/``query_emb`` as for

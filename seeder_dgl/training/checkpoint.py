@@ -1,4 +1,4 @@
-"""Policy checkpoints: atomic saving, safe loading, and ranking with a loaded policy.
+"""Policy checkpoints: atomic saving, safe reading, and the preprocessing that travels with the weights.
 
 A checkpoint is a ``torch.save`` of plain data only (dicts, lists, strings, numbers, tensors),
 so it loads with ``torch.load(weights_only=True)``: opening a checkpoint never runs pickled code.
@@ -12,8 +12,7 @@ policy saw them in training (``Preprocessing``):
   that: relation ids the model never saw (relation types added to a live graph by upsert after
   training, or -1 for "unknown") are mapped to that last slot.
 
-``load_policy`` checks that the checkpoint fits the graph it will rank (dataset, embedding model,
-dimension) and turns every problem into a one-line ``CheckpointError``.
+Loading a checkpoint for ranking is ``seeder_dgl.inference.load_policy``.
 """
 from __future__ import annotations
 
@@ -32,7 +31,6 @@ from torch import Tensor
 from seeder_dgl.errors import SeederError
 from seeder_dgl.fileio import atomic_write_bytes
 from seeder_dgl.model.batch import SubgraphBatch, apply_pca, collate, fit_pca
-from seeder_dgl.model.ops import select_ops
 from seeder_dgl.model.policy import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training.config import TrainConfig
@@ -48,7 +46,7 @@ class CheckpointError(SeederError):
     """A checkpoint is missing, damaged, or was trained for another graph."""
 
 
-def _one_line(text: object, limit: int = 160) -> str:
+def one_line(text: object, limit: int = 160) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
@@ -80,7 +78,7 @@ def read_checkpoint(path: str | Path, required: Sequence[str] = REQUIRED_KEYS) -
     except (RuntimeError, EOFError, OSError, ValueError, KeyError, IndexError, TypeError, AttributeError,
             pickle.UnpicklingError, zipfile.BadZipFile) as exc:
         raise CheckpointError(f"checkpoint {path} is damaged or not a seeder-dgl checkpoint "
-                              f"({exc.__class__.__name__}: {_one_line(exc, 100)}): train again, or use the "
+                              f"({exc.__class__.__name__}: {one_line(exc, 100)}): train again, or use the "
                               "run's other checkpoint (best.pt / last.pt)") from exc
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a seeder-dgl policy checkpoint: pass a best.pt or last.pt "
@@ -310,145 +308,3 @@ def build_policy(cfg: TrainConfig, in_dim: int, num_relations: int,
     """The policy for a training vocabulary of ``num_relations`` (+1 slot for unknown relations)
     and ``num_node_types`` type slots (``Preprocessing.num_node_types``)."""
     return SeederPolicy.from_config(cfg, in_dim, num_relations + 1, relation_text, num_node_types)
-
-
-# ---------------------------------------------------------------------------------------------
-# Loading for inference
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class LoadedPolicy:
-    """A trained policy in eval mode, with what it needs to rank new subgraphs."""
-
-    policy: SeederPolicy
-    cfg: TrainConfig
-    preprocessing: Preprocessing
-    relation_types: list[str]
-    """The training relation vocabulary: relation id i is ``relation_types[i]``."""
-    dataset: str
-    embedding_model: str | None
-    dimension: int
-    """Dimension of the raw node/query embeddings (before PCA)."""
-    device: torch.device
-    epoch: int = 0
-    metrics: dict | None = None
-    """Validation metrics of the saved epoch."""
-    path: Path | None = None
-
-    @property
-    def num_relations(self) -> int:
-        return self.preprocessing.num_relations
-
-    @property
-    def pca(self) -> tuple[np.ndarray, np.ndarray] | None:
-        p = self.preprocessing
-        return None if p.pca_components is None else (p.pca_mean, p.pca_components)
-
-    @torch.no_grad()
-    def rank(self, records: list[QuerySubgraph], node_features: np.ndarray | Sequence[np.ndarray] | Callable,
-             query_emb: np.ndarray, k: int = 20, mode: str | None = None,
-             batch_size: int = 64, node_types=None) -> list[list[tuple[int, float]]]:
-        """Per record, up to ``k`` distinct ``(global node id, score)`` by decreasing score.
-
-        ``node_features``: the [N, d] embedding matrix, one [n_i, d] array per record (rows aligned
-        with ``node_ids``, e.g. read from Neo4j at query time), or a callable ``ids -> [len, d]``.
-        ``query_emb``: [len(records), d] raw query embeddings. ``mode``: 'expand' or 'rerank';
-        None uses the checkpoint's (the 'rerank' ablation was trained without expansion).
-        Relation ids outside the training vocabulary use the unknown-relation slot. ``node_types``:
-        one sequence of type names per record, or an array of type ids by global id
-        (``Preprocessing.type_table``); None: every type unknown (a policy trained with types ranks
-        worse without them).
-        """
-        from seeder_dgl.training.rollout import rollout
-
-        if k <= 0:
-            raise ValueError(f"k must be at least 1, not {k}")
-        query_emb = np.asarray(query_emb, dtype=np.float32).reshape(len(records), -1) if records else query_emb
-        if not records:
-            return []
-        if query_emb.shape[1] != self.dimension:
-            raise CheckpointError(f"query embeddings have {query_emb.shape[1]} dimensions but the checkpoint was "
-                                  f"trained on {self.dimension} ({self.embedding_model or 'unknown model'}): "
-                                  "encode queries with the model the graph was ingested with")
-        if not callable(node_features):
-            widths = ({np.shape(a)[-1] for a in node_features if np.size(a)}
-                      if isinstance(node_features, (list, tuple)) else {np.shape(node_features)[-1]})
-            if widths - {self.dimension}:
-                raise CheckpointError(f"node embeddings have {sorted(widths - {self.dimension})[0]} dimensions but "
-                                      f"the checkpoint was trained on {self.dimension} "
-                                      f"({self.embedding_model or 'unknown model'}): rank with the graph it was "
-                                      "trained on, or retrain")
-        mode = mode or self.cfg.rollout_mode
-        prep = self.preprocessing
-        rows = prep.node_rows(node_features, records, node_types=node_types)
-        query = prep.features(query_emb)
-        ops = select_ops(self.device, self.cfg.ops)
-        if self.policy.training:
-            self.policy.eval()
-        out: list[list[tuple[int, float]]] = [[] for _ in records]
-        todo = [i for i, r in enumerate(records) if r.num_nodes > 0]
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start:start + batch_size]
-            batch = prep.batch([records[i] for i in chunk], rows, query[chunk], self.device)
-            # rollout(sample=False) in eval mode is ``infer`` without its eval()/train() toggling,
-            # which walks every module twice per call (~1.5 ms of a ~10 ms single-query rank).
-            ids, scores = rollout(self.policy, batch, sample=False, mode=mode, ops=ops).ranked()
-            for i, node_ids, node_scores in zip(chunk, ids, scores):
-                seen: set[int] = set()
-                ranked = []
-                for node, score in zip(node_ids, node_scores):
-                    if node not in seen:
-                        seen.add(node)
-                        ranked.append((int(node), float(score)))
-                out[i] = ranked[:k]
-        return out
-
-
-def _same_model(a: str | None, b: str | None) -> bool:
-    from seeder_dgl.datasets import model_label
-
-    return model_label(a) == model_label(b)
-
-
-def load_policy(path: str | Path, *, dataset: str | None = None, embedding_model: str | None = None,
-                dimension: int | None = None, device: str | torch.device = "cpu") -> LoadedPolicy:
-    """Load a checkpoint for inference, checking it fits the graph it will rank.
-
-    ``dataset`` / ``embedding_model`` / ``dimension``: what the caller's graph has (None: not
-    checked). A checkpoint trained without a recorded embedding model skips that check.
-    """
-    path = Path(path)
-    state = read_checkpoint(path)
-    trained_on = (f"{state['embedding_model'] or 'unrecorded-model'} embeddings, "
-                  f"{state['dimension']} dimensions")
-    if dataset is not None and state["dataset"] != dataset:
-        raise CheckpointError(f"checkpoint {path} was trained on dataset {state['dataset']!r}, not {dataset!r}: "
-                              f"train one with `seeder-dgl train {dataset}` or pass a {dataset} checkpoint")
-    if embedding_model is not None and state["embedding_model"] and not _same_model(state["embedding_model"],
-                                                                                     embedding_model):
-        raise CheckpointError(f"checkpoint {path} was trained on {trained_on}, but the graph uses "
-                              f"{embedding_model}: retrain on this graph (`seeder-dgl train "
-                              f"{dataset or state['dataset']}`) or re-ingest it with {state['embedding_model']}")
-    if dimension is not None and int(dimension) != int(state["dimension"]):
-        raise CheckpointError(f"checkpoint {path} was trained on {trained_on}, but the graph's embeddings have "
-                              f"{dimension} dimensions: retrain on this graph (`seeder-dgl train "
-                              f"{dataset or state['dataset']}`) or re-ingest it with {state['embedding_model']}")
-    if isinstance(device, str) and device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
-    try:
-        cfg = config_from_dict(state["config"])
-        prep = Preprocessing.from_state(state)
-        model_state = state["model"]
-        relation_text = model_state.get(RELATION_TEXT_KEY)
-        policy = build_policy(cfg, int(state["in_dim"]), prep.num_relations,
-                              torch.zeros_like(relation_text) if relation_text is not None else None,
-                              prep.num_node_types)
-        policy.load_state_dict(model_state)
-    except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CheckpointError(f"checkpoint {path} does not fit this seeder-dgl's policy "
-                              f"({exc.__class__.__name__}: {_one_line(exc, 100)}): train again") from exc
-    policy.to(device).eval()
-    return LoadedPolicy(policy=policy, cfg=cfg, preprocessing=prep, relation_types=list(state["relation_types"]),
-                        dataset=state["dataset"], embedding_model=state["embedding_model"],
-                        dimension=int(state["dimension"]), device=device, epoch=int(state.get("epoch", 0)),
-                        metrics=state.get("metrics"), path=path)

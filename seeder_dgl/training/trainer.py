@@ -23,7 +23,7 @@
    exactly from its last finished epoch. Both are written atomically.
 6. Run records beside them: config.json, metrics.json, history.csv, curves.png (``records``).
 
-Threads: this loop does not touch thread settings; ``command.configure_threads`` does (see there).
+Threads: this loop does not touch thread settings; ``seeder_dgl.threads.configure_threads`` does.
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation.metrics import DEFAULT_KS, batch_metrics
+from seeder_dgl.inference import EVAL_BATCH_SIZE, rank_subgraphs
 from seeder_dgl.model.ops import MessagePassingOps, select_ops
 from seeder_dgl.model.policy import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
@@ -50,7 +51,7 @@ from seeder_dgl.training import records as run_records
 from seeder_dgl.training.checkpoint import (FORMAT, FORMAT_VERSION, FeatureRows, Preprocessing, build_policy,
                                             config_to_dict, read_checkpoint, relation_text_table, save_checkpoint)
 from seeder_dgl.training.config import TrainConfig
-from seeder_dgl.training.rollout import infer, training_objective
+from seeder_dgl.training.rollout import training_objective
 
 SELECTION_METRIC = "recall@20"
 TIE_BREAK = ("mrr", 1e-3)
@@ -63,8 +64,6 @@ def selection_score(val: dict) -> float:
 """Model selection on validation Recall@20 (method.md), never on test."""
 UNKNOWN_RELATION_RATE = 0.01
 """Fraction of training edge entries whose relation is replaced by the unknown-relation slot."""
-EVAL_BATCH_SIZE = 64
-"""Queries per inference batch (one trajectory each, so larger than the training batch)."""
 REPORTED = ("hit@1", "hit@5", "mrr", "recall@20", "hit@any", "recall@any")
 RESUMABLE_CHANGES = ("epochs", "device", "ops")
 """Config fields that may differ when resuming (the schedule then follows the new epoch count)."""
@@ -148,15 +147,9 @@ def evaluate_rankings(rankings: Sequence, records: Sequence[QuerySubgraph],
 def predict(policy: SeederPolicy, prep: Preprocessing, records: Sequence[QuerySubgraph], query_features: np.ndarray,
             rows: FeatureRows, device: torch.device, ops: MessagePassingOps, mode: str = "expand",
             batch_size: int = EVAL_BATCH_SIZE) -> list[list[int]]:
-    """Deterministic rankings (global ids of V_T by decreasing score); empty subgraphs give []."""
-    out: list[list[int]] = [[] for _ in records]
-    todo = [i for i, r in enumerate(records) if r.num_nodes > 0]
-    for start in range(0, len(todo), batch_size):
-        chunk = todo[start:start + batch_size]
-        batch = prep.batch([records[i] for i in chunk], rows, query_features[chunk], device)
-        for i, ranking in zip(chunk, infer(policy, batch, ops=ops, mode=mode).rankings()):
-            out[i] = ranking
-    return out
+    """Deterministic rankings (global ids of V_T by decreasing score) with inference's own loop."""
+    return [ids for ids, _ in rank_subgraphs(policy, prep, records, rows, query_features, device, ops, mode,
+                                             batch_size)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from rich.console import Console
 from seeder_dgl.datasets import DEFAULT_MODEL
 from seeder_dgl.model.ops import select_ops
 from seeder_dgl.training import checkpoint as ckpt
-from seeder_dgl.training.checkpoint import CheckpointError, load_policy, read_checkpoint, save_checkpoint
+from seeder_dgl.inference import load_policy
+from seeder_dgl.training.checkpoint import CheckpointError, read_checkpoint, save_checkpoint
 from seeder_dgl.training.trainer import predict, train
 from tests.unit.test_trainer import synthetic_task, tiny_config
 

@@ -7,7 +7,8 @@ import torch
 from seeder_dgl.evaluation.diagnose import STAGES, diagnose, render_markdown
 from seeder_dgl.model import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
-from seeder_dgl.training.checkpoint import LoadedPolicy, Preprocessing
+from seeder_dgl.inference import LoadedPolicy
+from seeder_dgl.training.checkpoint import Preprocessing
 from seeder_dgl.training.config import TrainConfig
 
 DIM, RELATIONS = 8, 3

@@ -222,9 +222,9 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setattr(live, "LiveGraph", FakeLive)
     monkeypatch.setattr(export, "export_graph", fake_export)
     monkeypatch.setattr("seeder_dgl.embeddings.TextEncoder", HashEncoder)
-    checkpoint_module = types.ModuleType("seeder_dgl.training.checkpoint")
-    checkpoint_module.load_policy = load_policy
-    monkeypatch.setitem(sys.modules, "seeder_dgl.training.checkpoint", checkpoint_module)
+    inference_module = types.ModuleType("seeder_dgl.inference")
+    inference_module.load_policy = load_policy
+    monkeypatch.setitem(sys.modules, "seeder_dgl.inference", inference_module)
     return state
 
 

@@ -258,7 +258,7 @@ def test_run_training_reads_the_cache(small_task, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("ablation", ["rerank", "greedy_baseline", "single_trajectory", "no_baseline", "no_aux"])
 def test_every_ablation_trains_and_ranks(small_task, tmp_path, ablation):
-    from seeder_dgl.training.checkpoint import load_policy
+    from seeder_dgl.inference import load_policy
 
     train_r, train_q, val_r, val_q, node_emb, num_rel = small_task
     cfg = tiny_config(epochs=1, batch_size=8, ablation=ablation, relation_text=ablation == "rerank")
@@ -290,7 +290,7 @@ def test_profile_defaults_and_folders():
 def test_typed_query_conditioned_policy_trains_deterministically_and_ranks_by_type(small_task, tmp_path):
     """node_types + query_relations + 'product' injection + listwise ranking: the run is repeatable,
     the checkpoint carries the type vocabulary, and types given as names or as a table rank alike."""
-    from seeder_dgl.training.checkpoint import load_policy
+    from seeder_dgl.inference import load_policy
 
     train_r, train_q, val_r, val_q, node_emb, num_rel = small_task
     rng = np.random.default_rng(3)

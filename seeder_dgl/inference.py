@@ -1,0 +1,183 @@
+"""Inference: load a trained policy and rank query subgraphs with it.
+
+One ranking loop (``rank_subgraphs``) serves the API, ``query``, ``eval`` and the validation of
+the training loop, so what a run reports on validation is what a loaded checkpoint serves.
+``load_policy`` checks that a checkpoint fits the graph it will rank (dataset, embedding model,
+dimension) and turns every problem into a one-line ``CheckpointError``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from seeder_dgl.model.ops import MessagePassingOps, select_ops
+from seeder_dgl.model.policy import SeederPolicy
+from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.training.checkpoint import (RELATION_TEXT_KEY, CheckpointError, FeatureRows, Preprocessing, one_line,
+                                            build_policy, config_from_dict, read_checkpoint)
+from seeder_dgl.training.config import TrainConfig
+from seeder_dgl.training.rollout import rollout
+
+EVAL_BATCH_SIZE = 64
+"""Queries per inference batch (one trajectory each, so larger than the training batch)."""
+
+
+@torch.no_grad()
+def rank_subgraphs(policy: SeederPolicy, prep: Preprocessing, records: Sequence[QuerySubgraph], rows: FeatureRows,
+                   query_features: np.ndarray, device: torch.device, ops: MessagePassingOps, mode: str = "expand",
+                   batch_size: int = EVAL_BATCH_SIZE) -> list[tuple[list[int], list[float]]]:
+    """Per record: the global ids of V_T by decreasing score and the scores (empty subgraphs: empty).
+
+    The deterministic rollout (top-c_t at every step) with the policy in eval mode; the policy's
+    train flag is restored afterwards. ``query_features``: already preprocessed
+    (``Preprocessing.features``), row i for ``records[i]``.
+    """
+    out: list[tuple[list[int], list[float]]] = [([], []) for _ in records]
+    todo = [i for i, r in enumerate(records) if r.num_nodes > 0]
+    was_training = policy.training
+    if was_training:
+        policy.eval()
+    try:
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start:start + batch_size]
+            batch = prep.batch([records[i] for i in chunk], rows, query_features[chunk], device)
+            ids, scores = rollout(policy, batch, sample=False, mode=mode, ops=ops).ranked()
+            for i, node_ids, node_scores in zip(chunk, ids, scores):
+                out[i] = (node_ids, node_scores)
+    finally:
+        if was_training:
+            policy.train()
+    return out
+
+
+@dataclass
+class LoadedPolicy:
+    """A trained policy in eval mode, with what it needs to rank new subgraphs."""
+
+    policy: SeederPolicy
+    cfg: TrainConfig
+    preprocessing: Preprocessing
+    relation_types: list[str]
+    """The training relation vocabulary: relation id i is ``relation_types[i]``."""
+    dataset: str
+    embedding_model: str | None
+    dimension: int
+    """Dimension of the raw node/query embeddings (before PCA)."""
+    device: torch.device
+    epoch: int = 0
+    metrics: dict | None = None
+    """Validation metrics of the saved epoch."""
+    path: Path | None = None
+
+    @property
+    def num_relations(self) -> int:
+        return self.preprocessing.num_relations
+
+    @property
+    def pca(self) -> tuple[np.ndarray, np.ndarray] | None:
+        p = self.preprocessing
+        return None if p.pca_components is None else (p.pca_mean, p.pca_components)
+
+    @torch.no_grad()
+    def rank(self, records: list[QuerySubgraph], node_features: np.ndarray | Sequence[np.ndarray] | Callable,
+             query_emb: np.ndarray, k: int = 20, mode: str | None = None,
+             batch_size: int = 64, node_types=None) -> list[list[tuple[int, float]]]:
+        """Per record, up to ``k`` distinct ``(global node id, score)`` by decreasing score.
+
+        ``node_features``: the [N, d] embedding matrix, one [n_i, d] array per record (rows aligned
+        with ``node_ids``, e.g. read from Neo4j at query time), or a callable ``ids -> [len, d]``.
+        ``query_emb``: [len(records), d] raw query embeddings. ``mode``: 'expand' or 'rerank';
+        None uses the checkpoint's (the 'rerank' ablation was trained without expansion).
+        Relation ids outside the training vocabulary use the unknown-relation slot. ``node_types``:
+        one sequence of type names per record, or an array of type ids by global id
+        (``Preprocessing.type_table``); None: every type unknown (a policy trained with types ranks
+        worse without them).
+        """
+        if k <= 0:
+            raise ValueError(f"k must be at least 1, not {k}")
+        query_emb = np.asarray(query_emb, dtype=np.float32).reshape(len(records), -1) if records else query_emb
+        if not records:
+            return []
+        if query_emb.shape[1] != self.dimension:
+            raise CheckpointError(f"query embeddings have {query_emb.shape[1]} dimensions but the checkpoint was "
+                                  f"trained on {self.dimension} ({self.embedding_model or 'unknown model'}): "
+                                  "encode queries with the model the graph was ingested with")
+        if not callable(node_features):
+            widths = ({np.shape(a)[-1] for a in node_features if np.size(a)}
+                      if isinstance(node_features, (list, tuple)) else {np.shape(node_features)[-1]})
+            if widths - {self.dimension}:
+                raise CheckpointError(f"node embeddings have {sorted(widths - {self.dimension})[0]} dimensions but "
+                                      f"the checkpoint was trained on {self.dimension} "
+                                      f"({self.embedding_model or 'unknown model'}): rank with the graph it was "
+                                      "trained on, or retrain")
+        mode = mode or self.cfg.rollout_mode
+        prep = self.preprocessing
+        rows = prep.node_rows(node_features, records, node_types=node_types)
+        query = prep.features(query_emb)
+        ops = select_ops(self.device, self.cfg.ops)
+        out: list[list[tuple[int, float]]] = []
+        for node_ids, node_scores in rank_subgraphs(self.policy, prep, records, rows, query, self.device, ops, mode,
+                                                    batch_size):
+            seen: set[int] = set()
+            ranked = []
+            for node, score in zip(node_ids, node_scores):
+                if node not in seen:
+                    seen.add(node)
+                    ranked.append((int(node), float(score)))
+            out.append(ranked[:k])
+        return out
+
+
+def _same_model(a: str | None, b: str | None) -> bool:
+    from seeder_dgl.datasets import model_label
+
+    return model_label(a) == model_label(b)
+
+
+def load_policy(path: str | Path, *, dataset: str | None = None, embedding_model: str | None = None,
+                dimension: int | None = None, device: str | torch.device = "cpu") -> LoadedPolicy:
+    """Load a checkpoint for inference, checking it fits the graph it will rank.
+
+    ``dataset`` / ``embedding_model`` / ``dimension``: what the caller's graph has (None: not
+    checked). A checkpoint trained without a recorded embedding model skips that check.
+    """
+    path = Path(path)
+    state = read_checkpoint(path)
+    trained_on = (f"{state['embedding_model'] or 'unrecorded-model'} embeddings, "
+                  f"{state['dimension']} dimensions")
+    if dataset is not None and state["dataset"] != dataset:
+        raise CheckpointError(f"checkpoint {path} was trained on dataset {state['dataset']!r}, not {dataset!r}: "
+                              f"train one with `seeder-dgl train {dataset}` or pass a {dataset} checkpoint")
+    if embedding_model is not None and state["embedding_model"] and not _same_model(state["embedding_model"],
+                                                                                     embedding_model):
+        raise CheckpointError(f"checkpoint {path} was trained on {trained_on}, but the graph uses "
+                              f"{embedding_model}: retrain on this graph (`seeder-dgl train "
+                              f"{dataset or state['dataset']}`) or re-ingest it with {state['embedding_model']}")
+    if dimension is not None and int(dimension) != int(state["dimension"]):
+        raise CheckpointError(f"checkpoint {path} was trained on {trained_on}, but the graph's embeddings have "
+                              f"{dimension} dimensions: retrain on this graph (`seeder-dgl train "
+                              f"{dataset or state['dataset']}`) or re-ingest it with {state['embedding_model']}")
+    if isinstance(device, str) and device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    try:
+        cfg = config_from_dict(state["config"])
+        prep = Preprocessing.from_state(state)
+        model_state = state["model"]
+        relation_text = model_state.get(RELATION_TEXT_KEY)
+        policy = build_policy(cfg, int(state["in_dim"]), prep.num_relations,
+                              torch.zeros_like(relation_text) if relation_text is not None else None,
+                              prep.num_node_types)
+        policy.load_state_dict(model_state)
+    except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"checkpoint {path} does not fit this seeder-dgl's policy "
+                              f"({exc.__class__.__name__}: {one_line(exc, 100)}): train again") from exc
+    policy.to(device).eval()
+    return LoadedPolicy(policy=policy, cfg=cfg, preprocessing=prep, relation_types=list(state["relation_types"]),
+                        dataset=state["dataset"], embedding_model=state["embedding_model"],
+                        dimension=int(state["dimension"]), device=device, epoch=int(state.get("epoch", 0)),
+                        metrics=state.get("metrics"), path=path)
