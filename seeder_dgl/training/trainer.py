@@ -1,4 +1,5 @@
-"""The SeedER training loop, cleanrl-style: one function, read top to bottom.
+"""The SeedER training loop, cleanrl-style: one function, read top to bottom (``train``, step 4 is the
+loop: batch → M sampled rollouts → L = L_RL + λ·L_rank → optimiser step → log).
 
     result = train(cfg, train_records, train_q, val_records, val_q, node_emb, num_relations, out_dir)
 
@@ -20,14 +21,14 @@
    ranked by the final scores, metrics against the gold answers (``subgraph_metrics``).
    ``best.pt`` keeps the epoch of best validation Recall@20; ``last.pt`` (every epoch, with
    optimiser, scheduler, RNG states and history) lets ``resume=True`` continue a killed run
-   exactly from its last finished epoch. Both are written atomically.
+   exactly from its last finished epoch. Both are written atomically (``run_state``: the resume
+   state and what each epoch writes live there, beside the loop).
 6. Run records beside them: config.json, metrics.json, history.csv, curves.png (``records``).
 
 Threads: this loop does not touch thread settings; ``seeder_dgl.threads.configure_threads`` does.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import time
@@ -48,10 +49,11 @@ from seeder_dgl.model.ops import MessagePassingOps, select_ops
 from seeder_dgl.model.policy import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training import records as run_records
-from seeder_dgl.training.checkpoint import (FORMAT, FORMAT_VERSION, FeatureRows, Preprocessing, build_policy,
-                                            config_to_dict, read_checkpoint, relation_text_table, save_checkpoint)
+from seeder_dgl.training.checkpoint import (FeatureRows, Preprocessing, build_policy, config_to_dict,
+                                            relation_text_table)
 from seeder_dgl.training.config import TrainConfig
 from seeder_dgl.training.rollout import training_objective
+from seeder_dgl.training.run_state import LoopState, RunWriter, data_fingerprint, read_resumable
 
 SELECTION_METRIC = "recall@20"
 TIE_BREAK = ("mrr", 1e-3)
@@ -65,8 +67,6 @@ def selection_score(val: dict) -> float:
 UNKNOWN_RELATION_RATE = 0.01
 """Fraction of training edge entries whose relation is replaced by the unknown-relation slot."""
 REPORTED = ("hit@1", "hit@5", "mrr", "recall@20", "hit@any", "recall@any")
-RESUMABLE_CHANGES = ("epochs", "device", "ops")
-"""Config fields that may differ when resuming (the schedule then follows the new epoch count)."""
 
 
 @dataclass
@@ -170,53 +170,83 @@ class WarmupCosine:
         return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def data_fingerprint(train_records: Sequence[QuerySubgraph], val_records: Sequence[QuerySubgraph]) -> str:
-    """Identifies the splits a run trained on (a resumed run must see the same data)."""
-    h = hashlib.sha1()
-    for name, recs in (("train", train_records), ("val", val_records)):
-        h.update(name.encode())
-        h.update(np.asarray([r.query_id for r in recs], np.int64).tobytes())
-        h.update(np.asarray([r.num_nodes for r in recs], np.int64).tobytes())
-    return h.hexdigest()[:16]
+def hide_unknown(batch, prep: Preprocessing, generator: torch.Generator, rate: float = UNKNOWN_RELATION_RATE):
+    """Show a fraction ``rate`` of the batch's edges with the unknown-relation slot (and of its nodes
+    with the unknown-type slot), so those slots learn what a live graph's new types should get."""
+    if rate <= 0:
+        return batch
+    hide = torch.rand(batch.rel.shape, generator=generator, device=batch.device) < rate
+    batch.rel = torch.where(hide, torch.full_like(batch.rel, prep.unknown_relation), batch.rel)
+    if batch.node_type is not None:
+        hide = torch.rand(batch.node_type.shape, generator=generator, device=batch.device) < rate
+        batch.node_type = torch.where(hide, torch.full_like(batch.node_type, prep.unknown_type), batch.node_type)
+    return batch
 
 
-def rng_state(np_rng: np.random.Generator, gumbel: torch.Generator, device: torch.device) -> dict[str, Any]:
-    state = {"torch": torch.get_rng_state(), "numpy": np_rng.bit_generator.state, "gumbel": gumbel.get_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
+def minibatches(rng: np.random.Generator, size: int, batch_size: int):
+    """One epoch of shuffled index batches."""
+    order = rng.permutation(size)
+    for start in range(0, size, batch_size):
+        yield order[start:start + batch_size]
 
 
-def restore_rng(state: dict[str, Any], np_rng: np.random.Generator, gumbel: torch.Generator,
-                device: torch.device) -> None:
-    torch.set_rng_state(state["torch"])
-    np_rng.bit_generator.state = state["numpy"]
-    gumbel.set_state(state["gumbel"])
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
+class RunningStats:
+    """An epoch's running means of the loss terms, reward and gradient norm (one host copy per step)."""
+
+    KEYS = ("loss", "rl_loss", "bpr_loss", "reward")
+
+    def __init__(self, epoch: int):
+        self.epoch, self.sums, self.grad_norm, self.steps, self.seen = epoch, dict.fromkeys(self.KEYS, 0.0), 0.0, 0, 0
+        self.started = time.perf_counter()
+
+    def add(self, objective, grad_norm: torch.Tensor, n: int) -> None:
+        values = torch.stack([objective.loss.detach(), objective.rl_loss.detach(), objective.bpr_loss.detach(),
+                              objective.reward.detach().mean(), grad_norm.detach().to(objective.loss.dtype)]).tolist()
+        if not math.isfinite(values[0]):
+            raise SeederError(f"the loss became {values[0]} at epoch {self.epoch}, step {self.steps + 1}: "
+                              "lower the learning rate (overrides lr) or check the embeddings")
+        for key, value in zip(self.KEYS, values):
+            self.sums[key] += value * n
+        self.grad_norm += values[-1]
+        self.steps += 1
+        self.seen += n
+
+    def text(self) -> str:
+        if not self.seen:
+            return ""
+        return (f"loss {self.sums['loss'] / self.seen:.4f}  reward {self.sums['reward'] / self.seen:.3f}  "
+                f"grad {self.grad_norm / max(self.steps, 1):.2f}")
+
+    def row(self, lr: float, val: dict[str, float], val_seconds: float, train_seconds: float) -> dict[str, Any]:
+        return {"epoch": self.epoch, **{k: v / self.seen for k, v in self.sums.items()},
+                "grad_norm": self.grad_norm / self.steps, "lr": lr, "steps": self.steps,
+                "train_seconds": train_seconds, "val_seconds": val_seconds, "seconds": train_seconds + val_seconds,
+                "queries_per_s": self.seen / max(train_seconds, 1e-9), "val": val}
 
 
-def _check_resumable(state: dict, cfg: TrainConfig, dimension: int, num_relations: int, fingerprint: str,
-                     path: Path) -> None:
-    saved, now = state["config"], config_to_dict(cfg)
-    changed = sorted(k for k in set(saved) | set(now) if k not in RESUMABLE_CHANGES and saved.get(k) != now.get(k))
-    if changed:
-        diff = ", ".join(f"{k}={saved.get(k)!r}→{now.get(k)!r}" for k in changed[:4])
-        raise SeederError(f"cannot resume {path}: it was trained with other settings ({diff}); "
-                          "resume with the same settings or start a fresh run elsewhere (--out)")
-    if int(state["dimension"]) != dimension or int(state["num_relations"]) != num_relations:
-        raise SeederError(f"cannot resume {path}: it was trained on {state['dimension']}-d embeddings and "
-                          f"{state['num_relations']} relations, now {dimension} and {num_relations}")
-    if state.get("data_fingerprint") not in (None, fingerprint):
-        raise SeederError(f"cannot resume {path}: the train/val subgraphs changed since it was saved; "
-                          "start a fresh run (without --resume)")
+def epoch_line(row: dict[str, Any], epochs: int, improved: bool) -> str:
+    val = row["val"]
+    return (f"epoch {row['epoch']}/{epochs}  loss {row['loss']:.4f} (RL {row['rl_loss']:.4f}, rank "
+            f"{row['bpr_loss']:.4f})  reward {row['reward']:.3f}  | val R@20 {val['recall@20']:.4f}  "
+            f"H@1 {val['hit@1']:.4f}  H@5 {val['hit@5']:.4f}  MRR {val['mrr']:.4f}  | "
+            f"{row['queries_per_s']:.1f} q/s, {row['seconds']:.1f} s" + ("  *best*" if improved else ""))
 
 
-def _stats(sums: dict[str, float], count: int) -> str:
-    if not count:
-        return ""
-    return (f"loss {sums['loss'] / count:.4f}  reward {sums['reward'] / count:.3f}  "
-            f"grad {sums['grad_norm'] / max(sums['steps'], 1):.2f}")
+def check_inputs(train_records, train_query_emb, val_records, val_query_emb, dimension: int):
+    """The non-empty training records and their query embeddings; one-line errors for unusable input."""
+    for name, recs, q in (("training", train_records, train_query_emb), ("validation", val_records, val_query_emb)):
+        if len(recs) != len(q):
+            raise ValueError(f"{len(recs)} {name} records but {len(q)} query embeddings")
+        if len(recs) and np.shape(q)[1] != dimension:
+            raise SeederError(f"{name} query embeddings have {np.shape(q)[1]} dimensions, node embeddings "
+                              f"{dimension}: extract the subgraphs again with the graph's embedding model")
+    keep = [i for i, r in enumerate(train_records) if r.num_nodes > 0]
+    if not keep:
+        raise SeederError("no training subgraphs (or all are empty): run `seeder-dgl extract` for the train split")
+    if not len(val_records):
+        raise SeederError("no validation subgraphs: run `seeder-dgl extract <dataset> --split val` "
+                          "(model selection needs them)")
+    return [train_records[i] for i in keep], np.asarray(train_query_emb, np.float32)[keep]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,104 +274,62 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
     console = console or Console()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    best_path, last_path = out_dir / "best.pt", out_dir / "last.pt"
     meta = dict(dataset_meta or {})
     dimension = int(node_emb.shape[1])
-    if relation_types is None:
-        relation_types = [f"relation_{i}" for i in range(num_relations)]
-    relation_types = list(relation_types)
+    relation_types = list(relation_types) if relation_types is not None else [f"relation_{i}" for i in range(num_relations)]
     if len(relation_types) != num_relations:
         raise ValueError(f"{len(relation_types)} relation types for num_relations={num_relations}")
-    for name, recs, q in (("training", train_records, train_query_emb), ("validation", val_records, val_query_emb)):
-        if len(recs) != len(q):
-            raise ValueError(f"{len(recs)} {name} records but {len(q)} query embeddings")
-        if len(recs) and np.shape(q)[1] != dimension:
-            raise SeederError(f"{name} query embeddings have {np.shape(q)[1]} dimensions, node embeddings "
-                              f"{dimension}: extract the subgraphs again with the graph's embedding model")
     skipped = {"train_empty_subgraphs": sum(r.num_nodes == 0 for r in train_records)}
-    train_keep = [i for i, r in enumerate(train_records) if r.num_nodes > 0]
-    if not train_keep:
-        raise SeederError("no training subgraphs (or all are empty): run `seeder-dgl extract` for the train split")
-    if not len(val_records):
-        raise SeederError("no validation subgraphs: run `seeder-dgl extract <dataset> --split val` "
-                          "(model selection needs them)")
-    train_records = [train_records[i] for i in train_keep]
-    train_query_emb = np.asarray(train_query_emb, np.float32)[train_keep]
+    train_records, train_query_emb = check_inputs(train_records, train_query_emb, val_records, val_query_emb, dimension)
     fingerprint = data_fingerprint(train_records, val_records)
-
     state = None
-    if resume and last_path.exists():
-        state = read_checkpoint(last_path, required=("model", "config", "optimizer", "scheduler", "rng", "epoch"))
-        _check_resumable(state, cfg, dimension, num_relations, fingerprint, last_path)
+    if resume and (out_dir / "last.pt").exists():
+        state = read_resumable(out_dir / "last.pt", cfg, dimension, num_relations, fingerprint)
     elif resume:
         console.print(f"[yellow]nothing to resume in {out_dir} (no last.pt): starting a fresh run")
 
-    # 1. Seeding ---------------------------------------------------------------------------------
+    # 1. Seeding
     device = torch.device(cfg.resolve_device())
     torch.manual_seed(cfg.seed)
-    np_rng = np.random.default_rng(cfg.seed)
-    gumbel = torch.Generator(device=device).manual_seed(cfg.seed + 1)
     deterministic = (torch.are_deterministic_algorithms_enabled(),
                      torch.is_deterministic_algorithms_warn_only_enabled())
     if device.type == "cpu":
         torch.use_deterministic_algorithms(True, warn_only=True)
     ops = select_ops(device, cfg.ops)
-
     try:
-        # 2. Features: PCA fitted once on the node embeddings (or the checkpoint's, when resuming).
+        # 2. Features: PCA fitted once on the node embeddings (or the checkpoint's, when resuming)
         if cfg.node_types and node_type_names is None:
             node_types, node_type_names = np.full(int(node_emb.shape[0]), -1, np.int64), []
         prep = (Preprocessing.from_state(state) if state is not None
                 else Preprocessing.fit(node_emb, cfg.pca_dim, num_relations,
                                        list(node_type_names) if cfg.node_types else None))
-        all_records = list(train_records) + list(val_records)
         type_table = prep.type_table(node_types, node_type_names) if prep.node_type_names is not None else None
-        rows = prep.node_rows(node_emb, all_records, node_types=type_table)
-        train_q = prep.features(train_query_emb)
-        val_q = prep.features(np.asarray(val_query_emb, np.float32))
+        rows = prep.node_rows(node_emb, list(train_records) + list(val_records), node_types=type_table)
+        train_q, val_q = prep.features(train_query_emb), prep.features(np.asarray(val_query_emb, np.float32))
         in_dim = prep.in_dim or dimension
 
-        # 3. Policy, optimiser, schedule ----------------------------------------------------------
-        relation_text = None
-        if cfg.relation_text:
-            if relation_emb is None:
-                raise SeederError("relation_text is set but no relation-name embeddings were given")
-            relation_text = relation_text_table(relation_emb, num_relations)
+        # 3. Policy, optimiser, schedule; the loop's state (restored when resuming)
+        if cfg.relation_text and relation_emb is None:
+            raise SeederError("relation_text is set but no relation-name embeddings were given")
+        relation_text = relation_text_table(relation_emb, num_relations) if cfg.relation_text else None
         policy = build_policy(cfg, in_dim, num_relations, relation_text, prep.num_node_types).to(device)
-        num_parameters = run_records.count_parameters(policy)
         optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         steps_per_epoch = math.ceil(len(train_records) / cfg.batch_size)
-        schedule = WarmupCosine(cfg.epochs * steps_per_epoch, cfg.warmup_epochs * steps_per_epoch)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-        mode = cfg.rollout_mode
-
-        history: list[dict[str, Any]] = []
-        best_metric, best_epoch, start_epoch, initial = -math.inf, 0, 0, {}
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, WarmupCosine(cfg.epochs * steps_per_epoch, cfg.warmup_epochs * steps_per_epoch))
+        loop = LoopState(policy, optimizer, scheduler, np.random.default_rng(cfg.seed),
+                         torch.Generator(device=device).manual_seed(cfg.seed + 1), device)
         if state is not None:
-            policy.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
-            restore_rng(state["rng"], np_rng, gumbel, device)
-            history = list(state["history"])
-            best_metric, best_epoch = float(state["best_metric"]), int(state["best_epoch"])
-            start_epoch, initial = int(state["epoch"]), dict(state.get("initial_validation") or {})
-            console.print(f"resuming {last_path} after epoch {start_epoch}/{cfg.epochs} "
-                          f"(best {SELECTION_METRIC} {best_metric:.4f} at epoch {best_epoch})")
+            loop.restore(state)
+            console.print(f"resuming {out_dir / 'last.pt'} after epoch {loop.start_epoch}/{cfg.epochs} "
+                          f"(best {SELECTION_METRIC} {loop.best_metric:.4f} at epoch {loop.best_epoch})")
+        num_parameters = run_records.count_parameters(policy)
         console.print(f"policy: {num_parameters:,} trainable parameters; {len(train_records):,} training and "
                       f"{len(val_records):,} validation queries; {steps_per_epoch} steps/epoch; device {device}, "
                       f"ops {ops.name}, {torch.get_num_threads()} torch threads", soft_wrap=True)
-
-        def checkpoint_state(epoch: int, metrics: dict[str, float]) -> dict[str, Any]:
-            """What inference needs (best.pt); last.pt adds the training state."""
-            return {
-                "format": FORMAT, "format_version": FORMAT_VERSION, "model": policy.state_dict(),
-                "config": config_to_dict(cfg), "in_dim": in_dim, "dimension": dimension,
-                **prep.to_state(), "relation_types": relation_types, "dataset": cfg.dataset,
-                "embedding_model": meta.get("embedding_model"), "epoch": epoch, "metrics": metrics,
-                "num_parameters": num_parameters, "data_fingerprint": fingerprint,
-            }
-
-        run_info = {
+        run = RunWriter(out_dir, cfg, prep, in_dim, dimension, relation_types, meta.get("embedding_model"),
+                        num_parameters, fingerprint, SELECTION_METRIC, f"{cfg.dataset} / {cfg.ablation} (seed {cfg.seed})")
+        run_records.write_config(out_dir, {
             "config": config_to_dict(cfg), "dataset": meta, "seed": cfg.seed, "device": str(device), "ops": ops.name,
             "threads": {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
             "num_parameters": num_parameters, "num_relations": num_relations, "relation_types": relation_types,
@@ -352,107 +340,56 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                       "mean_nodes": float(np.mean([r.num_nodes for r in train_records]))},
             "val": {"queries": len(val_records), "mean_nodes": float(np.mean([r.num_nodes for r in val_records]))},
             "selection_metric": SELECTION_METRIC, "data_fingerprint": fingerprint,
-            "resumed_from_epoch": start_epoch if state is not None else None,
-        }
-        run_records.write_config(out_dir, run_info)
+            "resumed_from_epoch": loop.start_epoch if state is not None else None,
+        })
 
-        def evaluate() -> dict[str, float]:
-            rankings = predict(policy, prep, val_records, val_q, rows, device, ops, mode)
-            return evaluate_rankings(rankings, val_records)
+        def validate() -> tuple[dict[str, float], float]:
+            tick = time.perf_counter()
+            rankings = predict(policy, prep, val_records, val_q, rows, device, ops, cfg.rollout_mode)
+            return evaluate_rankings(rankings, val_records), time.perf_counter() - tick
 
         if state is None:
-            initial = evaluate()
-            console.print("untrained policy: " + "  ".join(f"{k} {initial[k]:.4f}" for k in REPORTED), soft_wrap=True)
+            loop.initial = validate()[0]
+            console.print("untrained policy: " + "  ".join(f"{k} {loop.initial[k]:.4f}" for k in REPORTED),
+                          soft_wrap=True)
 
+        # 4. The loop: batch -> M sampled rollouts -> L = L_RL + λ L_rank -> step -> log, then validate
         columns = (TextColumn("[bold]epoch {task.fields[epoch]}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TimeRemainingColumn())
-        title = f"{cfg.dataset} / {cfg.ablation} (seed {cfg.seed})"
         with Progress(*columns, console=console, disable=not progress) as bars:
-            for epoch in range(start_epoch + 1, cfg.epochs + 1):
-                # 4. One epoch of optimisation --------------------------------------------------
+            for epoch in range(loop.start_epoch + 1, cfg.epochs + 1):
                 policy.train()
+                stats = RunningStats(epoch)
                 task = bars.add_task("train", total=steps_per_epoch, epoch=f"{epoch}/{cfg.epochs}", stats="")
-                sums = dict(loss=0.0, rl_loss=0.0, bpr_loss=0.0, reward=0.0, grad_norm=0.0, steps=0)
-                seen, tick = 0, time.perf_counter()
-                order = np_rng.permutation(len(train_records))
-                for start in range(0, len(order), cfg.batch_size):
-                    index = order[start:start + cfg.batch_size]
+                for index in minibatches(loop.np_rng, len(train_records), cfg.batch_size):
                     batch = prep.batch([train_records[i] for i in index], rows, train_q[index], device)
-                    if UNKNOWN_RELATION_RATE > 0:
-                        hide = torch.rand(batch.rel.shape, generator=gumbel, device=device) < UNKNOWN_RELATION_RATE
-                        batch.rel = torch.where(hide, torch.full_like(batch.rel, prep.unknown_relation), batch.rel)
-                        if batch.node_type is not None:  # the unknown-type slot learns the same way
-                            hide = torch.rand(batch.node_type.shape, generator=gumbel, device=device) < UNKNOWN_RELATION_RATE
-                            batch.node_type = torch.where(hide, torch.full_like(batch.node_type, prep.unknown_type),
-                                                          batch.node_type)
-                    objective = training_objective(policy, batch, cfg, ops=ops, generator=gumbel)
+                    batch = hide_unknown(batch, prep, loop.gumbel)
+                    objective = training_objective(policy, batch, cfg, ops=ops, generator=loop.gumbel)
                     optimizer.zero_grad(set_to_none=True)
                     objective.loss.backward()
                     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
                     optimizer.step()
                     scheduler.step()
-
-                    # One device→host copy per step for the running statistics.
-                    loss, rl_loss, bpr_loss, reward, norm = torch.stack([
-                        objective.loss.detach(), objective.rl_loss.detach(), objective.bpr_loss.detach(),
-                        objective.reward.detach().mean(), grad_norm.detach().to(objective.loss.dtype)]).tolist()
-                    if not math.isfinite(loss):
-                        raise SeederError(f"the loss became {loss} at epoch {epoch}, step {sums['steps'] + 1}: "
-                                          "lower the learning rate (overrides lr) or check the embeddings")
-                    n = len(index)
-                    seen += n
-                    sums["loss"] += loss * n
-                    sums["rl_loss"] += rl_loss * n
-                    sums["bpr_loss"] += bpr_loss * n
-                    sums["reward"] += reward * n
-                    sums["grad_norm"] += norm
-                    sums["steps"] += 1
-                    bars.update(task, advance=1, stats=_stats(sums, seen))
-                train_seconds = time.perf_counter() - tick
+                    stats.add(objective, grad_norm, len(index))
+                    bars.update(task, advance=1, stats=stats.text())
+                train_seconds = time.perf_counter() - stats.started
                 bars.remove_task(task)
 
-                # 5. Validation, checkpoints, records -------------------------------------------
-                tick = time.perf_counter()
-                val = evaluate()
-                val_seconds = time.perf_counter() - tick
-                row = {
-                    "epoch": epoch, "loss": sums["loss"] / seen, "rl_loss": sums["rl_loss"] / seen,
-                    "bpr_loss": sums["bpr_loss"] / seen, "reward": sums["reward"] / seen,
-                    "grad_norm": sums["grad_norm"] / sums["steps"], "lr": scheduler.get_last_lr()[0],
-                    "steps": sums["steps"], "train_seconds": train_seconds, "val_seconds": val_seconds,
-                    "seconds": train_seconds + val_seconds, "queries_per_s": seen / max(train_seconds, 1e-9),
-                    "val": val,
-                }
-                history.append(row)
-                improved = selection_score(val) > best_metric
-                if improved:
-                    best_metric, best_epoch = selection_score(val), epoch
-                    save_checkpoint(best_path, checkpoint_state(epoch, val))
-                save_checkpoint(last_path, {
-                    **checkpoint_state(epoch, val), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "rng": rng_state(np_rng, gumbel, device),
-                    "history": history, "best_metric": best_metric, "best_epoch": best_epoch,
-                    "initial_validation": initial,
-                })
-                run_records.write_run_records(out_dir, history, best_epoch=best_epoch,
-                                              selection_metric=SELECTION_METRIC, initial_validation=initial,
-                                              extra={"num_parameters": num_parameters}, title=title)
-                bars.console.print(
-                    f"epoch {epoch}/{cfg.epochs}  loss {row['loss']:.4f} (RL {row['rl_loss']:.4f}, rank "
-                    f"{row['bpr_loss']:.4f})  reward {row['reward']:.3f}  | val R@20 {val['recall@20']:.4f}  "
-                    f"H@1 {val['hit@1']:.4f}  H@5 {val['hit@5']:.4f}  MRR {val['mrr']:.4f}  | "
-                    f"{row['queries_per_s']:.1f} q/s, {row['seconds']:.1f} s" + ("  *best*" if improved else ""),
-                    soft_wrap=True)
+                # 5. Validation, checkpoints, records
+                val, val_seconds = validate()
+                row = stats.row(scheduler.get_last_lr()[0], val, val_seconds, train_seconds)
+                improved = run.end_epoch(loop, row, selection_score(val))
+                bars.console.print(epoch_line(row, cfg.epochs, improved), soft_wrap=True)
                 if on_epoch_end is not None:
                     on_epoch_end(row)
     finally:
         torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
 
-    if not history:
+    if not loop.history:
         raise SeederError(f"{out_dir} holds no finished epoch and cfg.epochs is {cfg.epochs}: nothing was trained")
-    best_row = next(r for r in history if r["epoch"] == best_epoch)
-    return TrainResult(out_dir=out_dir, best_path=best_path, last_path=last_path, best_epoch=best_epoch,
-                       best_metrics=best_row["val"], final_metrics=history[-1]["val"], initial_metrics=initial,
-                       history=history, num_parameters=num_parameters, device=str(device), ops=ops.name,
-                       seconds=time.perf_counter() - started,
-                       resumed_from=start_epoch if state is not None else None, skipped=skipped)
+    best_row = next(r for r in loop.history if r["epoch"] == loop.best_epoch)
+    return TrainResult(out_dir=out_dir, best_path=run.best_path, last_path=run.last_path, best_epoch=loop.best_epoch,
+                       best_metrics=best_row["val"], final_metrics=loop.history[-1]["val"],
+                       initial_metrics=loop.initial, history=loop.history, num_parameters=num_parameters,
+                       device=str(device), ops=ops.name, seconds=time.perf_counter() - started,
+                       resumed_from=loop.start_epoch if state is not None else None, skipped=skipped)
