@@ -300,6 +300,12 @@ def load_precomputed(path: str | os.PathLike, ids: Sequence[int] | None = None, 
     if ids is None:
         ids = range(num_nodes if num_nodes is not None else max(table) + 1)
     ids = list(ids)
+    if num_nodes is not None:
+        foreign = [k for k in table if not 0 <= k < num_nodes]
+        if foreign:
+            raise EmbeddingError(f"{path} holds {len(table):,} embeddings, {len(foreign):,} of them for ids the graph "
+                                 f"does not have (it has {num_nodes:,} nodes; e.g. id {min(foreign, key=abs)}): "
+                                 "use the file made for this dataset")
     dim = None
     out: np.ndarray | None = None
     for row, i in enumerate(ids):

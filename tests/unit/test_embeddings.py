@@ -165,6 +165,9 @@ def test_load_precomputed(tmp_path):
 
     with pytest.raises(EmbeddingError, match=r"no embedding for id 4 \(2 of 5 ids missing\)"):
         load_precomputed(tmp_path / "candidate_emb_dict.pt", ids=[0, 4, 1, 2, 9])
+    assert load_precomputed(tmp_path / "candidate_emb_dict.pt", num_nodes=4).shape == (4, 6)
+    with pytest.raises(EmbeddingError, match=r"holds 4 embeddings, 2 of them for ids the graph does not have"):
+        load_precomputed(tmp_path / "candidate_emb_dict.pt", num_nodes=2)  # a file made for another graph
     table[3] = torch.randn(1, 7)
     torch.save(table, tmp_path / "wrong_dim.pt")
     with pytest.raises(EmbeddingError, match="id 3 has a 7-d embedding, earlier ids are 6-d"):
