@@ -33,6 +33,8 @@ from seeder_dgl.graphstore.sketch import sketch_properties
 
 NODE_BATCH = 5_000
 EF_CONSTRUCTION = 100  # Neo4j's default HNSW build width (cypher/schema/vector_index.cypher)
+INDEX_POLL_SECONDS = 0.5
+"""How often an ingest reads the state of an index it waits for."""
 RELATIONSHIP_BATCH = 20_000
 
 
@@ -256,7 +258,7 @@ class GraphWriter:
                 )
             if existing.get("status") == "complete":
                 # An index dropped by hand comes back; else a no-op.
-                self._create_indexes(dim, quantization, ef_construction)
+                self._create_indexes(dim, quantization, ef_construction, progress)
                 sketched = self.add_missing_sketches(progress)  # a dataset from before sketches gets them
                 return IngestSummary(self.dataset, existing["num_nodes"], existing["num_relationships"],
                                      existing.get("duplicates_removed", 0), dim, model,
@@ -289,7 +291,7 @@ class GraphWriter:
             # Indexes last: populated while relationships were still being written (tried at
             # Prime scale), the HNSW build took the second core and halved the relationship rate.
             t0 = time.perf_counter()
-            self._create_indexes(dim, quantization, ef_construction)
+            self._create_indexes(dim, quantization, ef_construction, progress)
             summary.index_seconds = time.perf_counter() - t0
             if summary.resumed:  # batches written by a version without sketches, before this run
                 summary.extra["sketched"] = self.add_missing_sketches(progress)
@@ -397,10 +399,37 @@ class GraphWriter:
                               "so their relationships cannot be written: run the ingest again with --reset")
         return key
 
-    def _create_indexes(self, dim: int, quantization: bool, ef_construction: int = EF_CONSTRUCTION) -> None:
+    def _create_indexes(self, dim: int, quantization: bool, ef_construction: int = EF_CONSTRUCTION,
+                        progress: bool = False) -> None:
         """Create the vector and full-text indexes (if missing) and wait until both are ONLINE."""
         self._run("schema/vector_index", "creating the vector index", {"dataset": self.label},
                   dimensions=dim, quantization=quantization, ef_construction=int(ef_construction))
         self._run("schema/fulltext_index", "creating the full-text index", {"dataset": self.label})
-        for index in (f"{self.label}_embedding", f"{self.label}_name"):
-            self._run("schema/await_index", f"waiting for index {index}", name=index, seconds=3600)
+        with _progress(progress) as bars:
+            for index in (f"{self.label}_embedding", f"{self.label}_name"):
+                self.wait_for_index(index, bars)
+
+    def wait_for_index(self, name: str, bars: Progress | None = None, timeout: float = 3600.0,
+                       poll: float = INDEX_POLL_SECONDS) -> None:
+        """Poll the index's state until it is ONLINE. Polling, not ``db.awaitIndex``: a blocking
+        server call holds the connection, so Ctrl-C would wait for the whole build (minutes at
+        Prime scale) while the driver resets it; between polls an interrupt stops at once, and the
+        build goes on in the server (the next ingest waits for it again)."""
+        task = bars.add_task(f"index {name}", total=100) if bars is not None else None
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = self._run("schema/index_state", f"reading the state of index {name}", name=name).records
+            if not rows:
+                raise IngestError(f"index {name} does not exist: run the same command again to create it")
+            state, percent = rows[0]["state"], float(rows[0]["populationPercent"] or 0.0)
+            if task is not None:
+                bars.update(task, completed=100.0 if state == "ONLINE" else percent)
+            if state == "ONLINE":
+                return
+            if state == "FAILED":
+                raise IngestError(f"index {name} failed to build: see the server's log, drop the dataset "
+                                  "(`seeder-dgl drop`) and ingest it again")
+            if time.monotonic() > deadline:
+                raise IngestError(f"index {name} is still {state} ({percent:.0f}%) after {timeout:.0f} s: "
+                                  "run the same command again to keep waiting")
+            time.sleep(poll)
