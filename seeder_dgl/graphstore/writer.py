@@ -415,7 +415,7 @@ class GraphWriter:
         server call holds the connection, so Ctrl-C would wait for the whole build (minutes at
         Prime scale) while the driver resets it; between polls an interrupt stops at once, and the
         build goes on in the server (the next ingest waits for it again)."""
-        task = bars.add_task(f"index {name}", total=100) if bars is not None else None
+        task = bars.add_task(f"index {name}", total=100, rate="") if bars is not None else None
         deadline = time.monotonic() + timeout
         while True:
             rows = self._run("schema/index_state", f"reading the state of index {name}", name=name).records

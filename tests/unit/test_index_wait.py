@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from seeder_dgl.graphstore.writer import GraphWriter, IngestError
+from seeder_dgl.graphstore.writer import GraphWriter, IngestError, _progress
 
 
 class StateDriver:
@@ -33,7 +33,10 @@ def test_polls_until_online_and_never_blocks_in_the_server(monkeypatch):
     sleeps = []
     monkeypatch.setattr("seeder_dgl.graphstore.writer.time.sleep", sleeps.append)
     w = writer([("POPULATING", 10.0), ("POPULATING", 60.0), ("ONLINE", 100.0)])
-    w.wait_for_index("KG_x_embedding", poll=0.25)
+    with _progress(True) as bars:  # the ingest's own progress display renders the wait
+        w.wait_for_index("KG_x_embedding", bars, poll=0.25)
+        bars.refresh()
+        assert bars.tasks[0].completed == 100
     assert len(w.driver.statements) == 3 and sleeps == [0.25, 0.25]
     assert not any("awaitIndex" in s for s in w.driver.statements)
 
