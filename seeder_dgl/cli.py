@@ -487,7 +487,8 @@ def extract(
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.graphstore.seeding import check_mode
-    from seeder_dgl.subgraph.extract import ExtractionSettings, SnapshotGraph, extract_split
+    from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
+    from seeder_dgl.subgraph.extract import extract_split
     from seeder_dgl.validation import check_seeds
 
     if engine not in ("cypher", "memory"):
@@ -504,7 +505,7 @@ def extract(
         profile = TUNED
     profile = resolve_profile(dataset, profile)
     defaults = retrieval_profile(dataset, profile)
-    settings = ExtractionSettings(seeds=defaults.seeds if seeds is None else check_seeds(seeds),
+    settings = RetrievalSettings(seeds=defaults.seeds if seeds is None else check_seeds(seeds),
                                   budgets=_budgets(budgets, defaults.budgets),
                                   seeding=check_mode(seeding or defaults.seeding))
     with console.status(f"Loading {dataset} questions..."):
@@ -518,7 +519,7 @@ def extract(
         if engine == "memory":
             from seeder_dgl.graphstore.export import export_graph
 
-            graph = SnapshotGraph(graph, export_graph(driver, dataset, dataset_dir(dataset) / "export"))
+            graph = MemoryGraph.from_export(export_graph(driver, dataset, dataset_dir(dataset) / "export"), graph)
             settings = dataclasses.replace(settings, exact_seeds=True)  # seeding in memory is an exact scan
         for name in split:
             queries = qa.sample(name, sample)

@@ -20,11 +20,11 @@ import numpy as np
 
 from loaders.kg import QASet, Query
 from seeder_dgl.errors import SeederError, check_dataset_name
+from seeder_dgl.graphstore.backend import MemoryGraph
 from seeder_dgl.paths import results_dir
 from seeder_dgl.evaluation.evaluate import (
     BASELINES,
     SEEDER,
-    EvalGraph,
     EvalResult,
     SeederMethod,
     build_baselines,
@@ -337,7 +337,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
         preset = (linked_seeds(live, queries, query_emb, seeds, defaults.seeding, progress)
                   if defaults.seeding != "dense" else {})
         export = export_graph(driver, dataset, cache_root() / dataset / "export", progress=progress)
-    graph = EvalGraph.from_export(export)
+    graph = MemoryGraph.from_export(export)
 
     methods_run, method_info = build_baselines(graph, [n for n in plan.names if n in BASELINES],
                                                seeds=seeds, budgets=budgets)

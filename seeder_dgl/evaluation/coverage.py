@@ -13,7 +13,7 @@ import numpy as np
 from rich.progress import Progress
 
 from loaders.kg import Query
-from seeder_dgl.graphstore.seeding import seed
+from seeder_dgl.graphstore.backend import RetrievalSettings, seed_and_expand
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,10 @@ class CoverageSetting:
     def name(self) -> str:
         return f"{self.mode} k0={self.seeds} b={'/'.join(map(str, self.budgets))}"
 
+    @property
+    def retrieval(self) -> RetrievalSettings:
+        return RetrievalSettings(seeds=self.seeds, budgets=tuple(self.budgets), seeding=self.mode)
+
 
 def coverage(graph, queries: list[Query], query_emb: np.ndarray, settings: list[CoverageSetting],
              group_by: str = "hops", progress: bool = True) -> list[dict]:
@@ -37,8 +41,7 @@ def coverage(graph, queries: list[Query], query_emb: np.ndarray, settings: list[
             groups: dict[str, list[dict]] = defaultdict(list)
             for q, emb in zip(queries, query_emb):
                 t = time.perf_counter()
-                seeds = seed(graph, q.text, emb, setting.seeds, setting.mode)
-                sub = graph.khop_filter(emb, seeds, list(setting.budgets))
+                seeds, sub = seed_and_expand(graph, q.text, emb, setting.retrieval)
                 ms = (time.perf_counter() - t) * 1000
                 seed_ids = {s for s, _ in seeds}
                 answers = set(q.answers)
@@ -88,7 +91,7 @@ def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, sett
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.reporting import write_result
-    from seeder_dgl.subgraph.extract import SnapshotGraph
+    from seeder_dgl.graphstore.backend import MemoryGraph
 
     spec = get_spec(dataset)
     qa = spec.load_questions(source, None)
@@ -112,8 +115,8 @@ def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, sett
         live = LiveGraph(driver, dataset)
         live.check_ready()
         emb = TextEncoder(resolve_model(live.info.model)).encode([q.text for q in sample], show_progress=False)
-        graph = live if engine == "cypher" else SnapshotGraph(
-            live, export_graph(driver, dataset, cache_root() / dataset / "export", progress=False))
+        graph = live if engine == "cypher" else MemoryGraph.from_export(
+            export_graph(driver, dataset, cache_root() / dataset / "export", progress=False), live)
         rows = coverage(graph, sample, emb, settings)
     table = Table(title=f"coverage on {dataset} {split} ({engine} K-hop; {per_group} questions per hop)")
     columns = ("setting", "group", "queries", "topic_in_seeds", "answer_in_seeds", "subgraph_hit_any",

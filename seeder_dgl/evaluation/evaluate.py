@@ -28,7 +28,7 @@ from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation.metrics import batch_metrics, metric_names
 from seeder_dgl.retrieval.baselines import seed_key
-from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter
+from seeder_dgl.graphstore.backend import MemoryGraph
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 Ranking = list[tuple[int, float]]
@@ -226,35 +226,6 @@ def evaluate(methods: Mapping[str, MethodLike], queries: Sequence[Query], query_
 # ---------------------------------------------------------------------------------------------
 # The project's methods over an in-memory graph
 # ---------------------------------------------------------------------------------------------
-@dataclass
-class EvalGraph:
-    """What the baselines run over: the graph as stored in Neo4j, as arrays."""
-
-    arrays: GraphArrays
-    node_emb: np.ndarray
-    """float32 [N, d] (the dataset's node embeddings)."""
-    rel_emb: np.ndarray
-    """float32 [R, d] (relation-name embeddings)."""
-    node_type: np.ndarray | None = None
-    """int64 [N]: index into ``node_type_names`` (-1: no node with that id); None: types unknown."""
-    node_type_names: list[str] | None = None
-
-    @classmethod
-    def from_export(cls, export) -> "EvalGraph":
-        """From ``graphstore.export.GraphExport`` (relationships of unknown type are left out)."""
-        keep = np.asarray(export.rel) >= 0
-        arrays = GraphArrays.from_arrays(export.num_nodes, export.src[keep], export.dst[keep], export.rel[keep])
-        return cls(arrays, export.node_emb, np.asarray(export.relation_emb, dtype=np.float32),
-                   np.asarray(export.node_type, dtype=np.int64), list(export.node_type_names))
-
-    def type_table(self, policy) -> np.ndarray | None:
-        """Type ids of every node in ``policy``'s (``LoadedPolicy``) type vocabulary, or None."""
-        prep = getattr(policy, "preprocessing", None)
-        if prep is None or prep.node_type_names is None or self.node_type is None:
-            return None
-        return prep.type_table(self.node_type, self.node_type_names or [])
-
-
 class SeederMethod:
     """A trained policy ranking K-hop-with-filtering subgraphs (``LoadedPolicy.rank``).
 
@@ -263,7 +234,7 @@ class SeederMethod:
     node-embedding matrix (rows gathered by global id, as ``model.batch.collate``).
     """
 
-    def __init__(self, policy, graph: EvalGraph, queries: Sequence[Query], query_emb: np.ndarray, *,
+    def __init__(self, policy, graph: MemoryGraph, queries: Sequence[Query], query_emb: np.ndarray, *,
                  seeds: int, budgets: Sequence[int], depth: int,
                  cached: Mapping[int, QuerySubgraph] | None = None,
                  preset_seeds: Mapping[bytes, tuple[np.ndarray, np.ndarray]] | None = None):
@@ -283,9 +254,9 @@ class SeederMethod:
             return replace(self.cached[qid], labels=np.zeros(0, dtype=bool), num_answers=0)
         q = self.query_emb[i]
         found = self.preset_seeds.get(seed_key(q))
-        ids, sims = found if found is not None else dense_topk(self.graph.node_emb, q, self.seeds)
-        return khop_filter(self.graph.arrays, self.graph.node_emb, self.graph.rel_emb, q, ids, self.budgets,
-                           seed_scores=sims, query_id=qid)
+        seeds = (list(zip(found[0].tolist(), found[1].tolist())) if found is not None
+                 else self.graph.dense_seeds(q, self.seeds))
+        return self.graph.khop_filter(q, seeds, self.budgets, query_id=qid)
 
     def __call__(self, i: int) -> Ranking:
         sub = self.subgraph(i)
@@ -368,7 +339,7 @@ def resolve_methods(requested: str | Sequence[str] | None, available: Sequence[s
     return list(dict.fromkeys(names))
 
 
-def build_baselines(graph: EvalGraph, names: Sequence[str], *, seeds: int, budgets: Sequence[int]
+def build_baselines(graph: MemoryGraph, names: Sequence[str], *, seeds: int, budgets: Sequence[int]
                     ) -> tuple[dict[str, Any], dict[str, dict]]:
     """The retriever objects of ``names`` (a subset of ``BASELINES``) and their settings."""
     from seeder_dgl.retrieval import baselines as b

@@ -73,7 +73,7 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
     from seeder_dgl.graphstore.cypher import query
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
-    from seeder_dgl.subgraph.extract import SnapshotGraph
+    from seeder_dgl.graphstore.backend import MemoryGraph
 
     console = console or Console()
     spec = get_spec(dataset)
@@ -86,7 +86,8 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
         live = LiveGraph(driver, dataset)
         live.check_ready()
         emb = TextEncoder(resolve_model(live.info.model)).encode([q.text for q in sample], show_progress=False)
-        graph = SnapshotGraph(live, export_graph(driver, dataset, dataset_dir(dataset) / "export", progress=False))
+        graph = MemoryGraph.from_export(export_graph(driver, dataset, dataset_dir(dataset) / "export", progress=False),
+                                        live)
         rows = coverage(graph, sample, emb, list(CANDIDATES), group_by="hops", progress=True)
         chosen = choose(rows)
         settings = {"seeds": chosen["seeds"], "budgets": list(chosen["budgets"]), "seeding": chosen["mode"],

@@ -10,7 +10,8 @@ from seeder_dgl.graphstore.export import export_graph
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.graphstore.writer import GraphWriter
 from seeder_dgl.subgraph import cache
-from seeder_dgl.subgraph.extract import ExtractionSettings, SnapshotGraph, extract_split
+from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
+from seeder_dgl.subgraph.extract import extract_split
 from tests.helpers.graphs import random_embeddings, random_kg
 
 
@@ -35,9 +36,10 @@ def _queries(n: int, emb: np.ndarray):
 def test_cypher_and_memory_engines_give_the_same_subgraphs(graph, neo4j_driver, dataset_label, tmp_path):
     live, emb = graph
     queries, q = _queries(20, emb)
-    settings = ExtractionSettings(seeds=3, budgets=(8, 12), exact_seeds=True)
+    settings = RetrievalSettings(seeds=3, budgets=(8, 12), exact_seeds=True)
     extract_split(live, queries, q, tmp_path / "cypher", settings, shard_size=6, progress=False)
-    snapshot = SnapshotGraph(live, export_graph(neo4j_driver, dataset_label, tmp_path / "export", progress=False))
+    snapshot = MemoryGraph.from_export(export_graph(neo4j_driver, dataset_label, tmp_path / "export", progress=False),
+                                      live)
     summary = extract_split(snapshot, queries, q, tmp_path / "memory", settings, shard_size=6, progress=False)
     a, qa = cache.load_split(tmp_path / "cypher")
     b, qb = cache.load_split(tmp_path / "memory")
@@ -57,7 +59,7 @@ def test_cypher_and_memory_engines_give_the_same_subgraphs(graph, neo4j_driver, 
 def test_a_partial_split_resumes_and_other_settings_are_refused(graph, tmp_path):
     live, emb = graph
     queries, q = _queries(12, emb)
-    settings = ExtractionSettings(seeds=2, budgets=(5,))
+    settings = RetrievalSettings(seeds=2, budgets=(5,))
     folder = tmp_path / "split"
     extract_split(live, queries, q, folder, settings, shard_size=4, progress=False)
     first = cache.load_split(folder)[0]
@@ -67,7 +69,7 @@ def test_a_partial_split_resumes_and_other_settings_are_refused(graph, tmp_path)
     again = cache.load_split(folder)[0]
     assert [r.node_ids.tolist() for r in again] == [r.node_ids.tolist() for r in first]
     with pytest.raises(SeederError, match="other settings"):
-        extract_split(live, queries, q, folder, ExtractionSettings(seeds=2, budgets=(6,)), shard_size=4,
+        extract_split(live, queries, q, folder, RetrievalSettings(seeds=2, budgets=(6,)), shard_size=4,
                       progress=False)
     cache.shard_path(folder, 0).write_bytes(b"not a zip")
     with pytest.raises(cache.CacheError, match="damaged"):

@@ -13,7 +13,6 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation.command import load_questions, plan_methods, prepare_questions, sample_indices
 from seeder_dgl.evaluation.evaluate import (
     BASELINES,
-    EvalGraph,
     SeederMethod,
     build_baselines,
     cached_subgraphs,
@@ -23,6 +22,7 @@ from seeder_dgl.evaluation.evaluate import (
     resolve_methods,
 )
 from seeder_dgl.evaluation.metrics import query_metrics
+from seeder_dgl.graphstore.backend import MemoryGraph
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter
 from seeder_dgl.subgraph import cache
 from tests.helpers.graphs import random_embeddings, random_kg
@@ -39,7 +39,7 @@ def world():
     """A random 120-node graph, unit embeddings, and 24 queries whose answers are built from the graph."""
     n, d = 120, 16
     arrays = GraphArrays.from_kg(random_kg("toy", n, 420, seed=7, num_relations=4))
-    graph = EvalGraph(arrays, random_embeddings(n, d, seed=7), random_embeddings(4, d, seed=8))
+    graph = MemoryGraph(arrays, random_embeddings(n, d, seed=7), random_embeddings(4, d, seed=8))
     rng = np.random.default_rng(7)
     queries, embs = [], []
     for i in range(24):

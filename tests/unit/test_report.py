@@ -18,7 +18,8 @@ from rich.console import Console
 from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation import plots, report
-from seeder_dgl.evaluation.evaluate import EvalGraph, build_baselines, evaluate
+from seeder_dgl.evaluation.evaluate import build_baselines, evaluate
+from seeder_dgl.graphstore.backend import MemoryGraph
 from seeder_dgl.evaluation.metrics import batch_metrics
 from seeder_dgl.retrieval.baselines import KHopRetriever
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk
@@ -34,7 +35,7 @@ def _unit(x):
 @pytest.fixture(scope="module")
 def world():
     kg = random_kg("toy", 150, 500, seed=3, num_relations=3)
-    graph = EvalGraph(GraphArrays.from_kg(kg), random_embeddings(150, 12, seed=1), random_embeddings(3, 12, seed=2))
+    graph = MemoryGraph(GraphArrays.from_kg(kg), random_embeddings(150, 12, seed=1), random_embeddings(3, 12, seed=2))
     rng = np.random.default_rng(3)
     queries = [Query(id=500 + i, text=f"q{i}", answers=sorted(set(rng.integers(0, 150, 1 + i % 3).tolist())),
                      hops=1 + i % 2, qtype=f"type{i % 2}") for i in range(16)]
