@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from loaders.kg import is_identifier
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.validation import check_budgets, check_k, check_question, check_seeds
 from seeder_dgl.graphstore.seeding import seed
@@ -31,6 +32,8 @@ class RetrievedNode:
     type: str
     name: str
     score: float
+    seed: bool = False
+    """One of the seeds the expansion started from (always False for ``dense``, which expands nothing)."""
 
 
 @dataclass
@@ -42,16 +45,61 @@ class Retrieval:
     """Seeding, expansion and ranking on the live graph (the question's embedding excluded)."""
     subgraph_size: int
     _triples: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
+    label: str | None = field(default=None, repr=False)
+    """The dataset's node label in Neo4j (``KG_<name>``, ``Metaqa``), for ``to_cypher``."""
 
     def triples(self) -> list[str]:
         """The relationships among the retrieved nodes as 'head -[relation]-> tail' lines."""
         return [f"{h} -[{r}]-> {t}" for h, r, t in self._triples]
+
+    def to_cypher(self) -> str:
+        """A read-only Cypher statement that draws the retrieved nodes and the relationships among
+        them in Neo4j Browser or Bloom (see ``subgraph_cypher``)."""
+        if not self.label:
+            raise SeederError("this retrieval does not know its dataset's Neo4j label: "
+                              "use a Retrieval returned by Retriever.retrieve")
+        return subgraph_cypher(self.label, [n.id for n in self.nodes])
 
     def to_dict(self) -> dict:
         return {"question": self.question, "method": self.method, "seconds": round(self.seconds, 4),
                 "subgraph_size": self.subgraph_size,
                 "nodes": [vars(n) for n in self.nodes],
                 "triples": [{"head": h, "relation": r, "tail": t} for h, r, t in self._triples]}
+
+
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def subgraph_cypher(label: str, node_ids) -> str:
+    """A parameter-free, read-only Cypher statement that returns the nodes ``node_ids`` of the
+    dataset labelled ``label`` and every relationship among them, as rows ``n, r, m`` that Neo4j
+    Browser or Bloom draw as a graph (a node without relationships comes back with ``r, m`` null).
+
+    Every statement the project runs itself sends its values as ``$parameters`` (``cypher/``). This
+    one is printed for a person to paste, so it has to stand alone and its values are written into
+    it. Only two kinds of value go in, and both are checked first: the label must pass the same
+    identifier check as every label spliced into ``cypher/`` statements (and is backtick-quoted as
+    well), and each id must be a 64-bit integer, written as a number.
+    """
+    # is_identifier anchors with `$`, which also lets one trailing newline through.
+    if not isinstance(label, str) or not is_identifier(label) or label.endswith("\n"):
+        raise SeederError(f"{label!r} is not a dataset label that can be written into Cypher "
+                          "(letters, digits and '_', starting with a letter)")
+    ids = []
+    for node_id in node_ids:
+        if isinstance(node_id, (bool, np.bool_)) or not isinstance(node_id, (int, np.integer)):
+            raise SeederError(f"node id {node_id!r} is not an integer: only integer ids are written into Cypher")
+        if not _INT64[0] <= int(node_id) <= _INT64[1]:
+            raise SeederError(f"node id {node_id} does not fit Neo4j's 64-bit integers")
+        ids.append(int(node_id))
+    quoted = f"`{label}`"  # quoted too, though a label that passed the check needs no quoting
+    id_list = "[" + ", ".join(str(i) for i in ids) + "]"
+    return (f"// {len(ids)} retrieved nodes of {quoted} and the relationships among them (read-only)\n"
+            f"MATCH (n:{quoted})\n"
+            f"WHERE n.id IN {id_list}\n"
+            f"OPTIONAL MATCH (n)-[r]->(m:{quoted})\n"
+            f"WHERE m.id IN {id_list}\n"
+            "RETURN n, r, m")
 
 
 def rank_khop(node_ids: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
@@ -142,17 +190,37 @@ class Retriever:
         return self._policy
 
     def embed(self, question: str) -> np.ndarray:
-        question = check_question(question)
+        return self.embed_many([question])[0]
+
+    def embed_many(self, questions: list[str]) -> np.ndarray:
+        """The questions' embeddings [n, d], encoded in one batch. Questions are kept in the
+        encoder's in-memory LRU (``TextEncoder.encode_queries``), never in the on-disk cache that
+        holds node texts; an encoder of your own without that method is called with ``encode``."""
         # The encoder truncates to its own token limit; cap the characters sent to it as well.
-        return self.encoder.encode([question[:MAX_QUESTION_CHARS]], show_progress=False)[0]
+        texts = [check_question(q)[:MAX_QUESTION_CHARS] for q in questions]
+        encode_queries = getattr(self.encoder, "encode_queries", None)
+        if encode_queries is not None:
+            return encode_queries(texts)
+        return self.encoder.encode(texts, show_progress=False)
 
     # ---- retrieval ----------------------------------------------------------------------------
     def retrieve(self, question: str, k: int = 20, method: str | None = None) -> Retrieval:
+        return self.retrieve_many([question], k=k, method=method)[0]
+
+    def retrieve_many(self, questions: list[str], k: int = 20, method: str | None = None) -> list[Retrieval]:
+        """One Retrieval per question; every question is checked before any work, and all are
+        embedded in one encoder batch (what a server answering several questions at once needs)."""
+        if isinstance(questions, str):
+            raise SeederError("retrieve_many takes a list of questions; use retrieve for one question")
         method = method or self.method
         self._check_method(method)
         k = check_k(k)
-        q = self.embed(question)  # not timed: the first call also loads the encoder
+        embeddings = self.embed_many(questions)  # not timed: the first call also loads the encoder
+        return [self._retrieve(question, q, k, method) for question, q in zip(questions, embeddings)]
+
+    def _retrieve(self, question: str, q: np.ndarray, k: int, method: str) -> Retrieval:
         start = time.perf_counter()
+        seeds: list[tuple[int, float]] = []
         if method == "dense":
             ranked = self.graph.dense_seeds(q, k, exact=self.exact_seeds)
             size = len(ranked)
@@ -168,9 +236,10 @@ class Retriever:
                 else:
                     node_emb, types, _ = self.graph.node_features(sub.node_ids)
                     ranked = self.policy.rank([sub], [node_emb], q[None, :], k=k, node_types=[types])[0]
-        nodes = self._describe(ranked)
+        nodes = self._describe(ranked, {i for i, _ in seeds})
         triples = self.graph.triples([n.id for n in nodes])
-        return Retrieval(question, method, nodes, time.perf_counter() - start, size, triples)
+        return Retrieval(question, method, nodes, time.perf_counter() - start, size, triples,
+                         label=self.graph.label)
 
     def _ppr(self, q: np.ndarray, seeds, k: int):
         """PPR over a 2-hop neighbourhood read from the live graph (wider K-hop budgets, no policy)."""
@@ -183,8 +252,8 @@ class Retriever:
         retriever = PPRRetriever(local, node_emb, self.graph.info.relation_embeddings)
         return [(int(sub.node_ids[i]), s) for i, s in retriever.retrieve(q, k)], sub.num_nodes
 
-    def _describe(self, ranked: list[tuple[int, float]]) -> list[RetrievedNode]:
+    def _describe(self, ranked: list[tuple[int, float]], seeds: set[int]) -> list[RetrievedNode]:
         if not ranked:
             return []
         _, types, names = self.graph.node_features([i for i, _ in ranked])
-        return [RetrievedNode(i, t, n, float(s)) for (i, s), t, n in zip(ranked, types, names)]
+        return [RetrievedNode(i, t, n, float(s), i in seeds) for (i, s), t, n in zip(ranked, types, names)]

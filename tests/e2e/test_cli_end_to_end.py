@@ -89,7 +89,7 @@ def test_python_api_and_bad_input(movie_dataset):
     for args, message in [(["query", name, "   "], "the question is empty"),
                           (["query", name, "x", "--k", "0"], "k must be at least 1"),
                           (["query", name, "x", "--method", "magic"], "unknown method 'magic'"),
-                          (["query", name, "x", "--format", "xml"], "--format is table, json or triples"),
+                          (["query", name, "x", "--format", "xml"], "--format is table, json, triples or cypher"),
                           (["query", "not_ingested_xyz", "x"], "is not in Neo4j")]:
         result = runner.invoke(app, args)
         assert result.exit_code == 1, (args, result.output)

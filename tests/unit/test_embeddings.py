@@ -1,42 +1,14 @@
 """Text encoder: the real offline MiniLM, cache hits, normalisation; STaRK precomputed embeddings."""
 from __future__ import annotations
 
-import hashlib
 
 import numpy as np
 import pytest
 import torch
 
 from seeder_dgl import embeddings
+from tests.helpers.encoders import CountingModel, counted, counting_encoder
 from seeder_dgl.embeddings import EmbeddingError, TextEncoder, load_precomputed, readable_relation
-
-
-class CountingModel:
-    """Stands in for a SentenceTransformer: deterministic vectors, counts what it is asked."""
-
-    def __init__(self, dim: int = 8):
-        self.dim = dim
-        self.calls: list[list[str]] = []
-
-    def encode(self, texts, **kwargs):
-        self.calls.append(list(texts))
-        seeds = [int.from_bytes(hashlib.sha1(t.encode()).digest()[:4], "little") for t in texts]
-        out = np.stack([np.random.default_rng(s).normal(size=self.dim) for s in seeds])
-        return out.astype(np.float32) * 3.0  # deliberately not unit length
-
-    def get_sentence_embedding_dimension(self):
-        return self.dim
-
-
-def counting_encoder(cache_dir, model=None) -> tuple[TextEncoder, CountingModel]:
-    enc = TextEncoder(model="fake-model", cache_dir=cache_dir)
-    fake = model or CountingModel()
-    enc._model = fake
-    return enc, fake
-
-
-def counted(calls: list[list[str]]) -> int:
-    return sum(len(c) for c in calls)
 
 
 def test_readable_relation_names():

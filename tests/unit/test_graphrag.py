@@ -1,0 +1,57 @@
+"""The retrieved subgraph as an LLM's context (seeder_dgl.integrations), without a server: one item
+per node, best first, every retrieved triple exactly once, under its better-ranked end."""
+from __future__ import annotations
+
+import neo4j
+import pytest
+
+from seeder_dgl.api import Retrieval, RetrievedNode
+
+pytest.importorskip("neo4j_graphrag")
+
+from seeder_dgl.integrations.context import node_contexts  # noqa: E402
+from seeder_dgl.integrations.graphrag import RECORD_KEYS, format_record, search_result  # noqa: E402
+
+NODES = [RetrievedNode(11, "person", "Mark Romanek", 0.9), RetrievedNode(4, "movie", "Never Let Me Go", 0.7),
+         RetrievedNode(7, "person", "Kazuo Ishiguro", 0.6), RetrievedNode(30, "movie", "One Hour Photo", 0.4),
+         RetrievedNode(51, "genre", "Drama", 0.1)]
+TRIPLES = [("Never Let Me Go", "directed_by", "Mark Romanek"), ("Never Let Me Go", "written_by", "Kazuo Ishiguro"),
+           ("One Hour Photo", "directed_by", "Mark Romanek"), ("One Hour Photo", "has_genre", "One Hour Photo")]
+
+
+def _retrieval() -> Retrieval:
+    return Retrieval("who directed Never Let Me Go", "seeder", NODES, 0.02, 40, TRIPLES, label="KG_films")
+
+
+def test_each_triple_is_listed_once_under_its_better_ranked_end():
+    contexts = node_contexts(_retrieval())
+    assert [c.rank for c in contexts] == [1, 2, 3, 4, 5] and [c.id for c in contexts] == [11, 4, 7, 30, 51]
+    assert contexts[0].triples == ["Never Let Me Go -[directed_by]-> Mark Romanek",
+                                   "One Hour Photo -[directed_by]-> Mark Romanek"]
+    assert contexts[1].triples == ["Never Let Me Go -[written_by]-> Kazuo Ishiguro"]
+    assert contexts[2].triples == [] and contexts[4].triples == []
+    assert contexts[3].triples == ["One Hour Photo -[has_genre]-> One Hour Photo"]  # a self-loop, once
+    listed = [t for c in contexts for t in c.triples]
+    assert sorted(listed) == sorted(_retrieval().triples())
+    assert contexts[0].text() == ("Mark Romanek (person)\n  Never Let Me Go -[directed_by]-> Mark Romanek\n"
+                                  "  One Hour Photo -[directed_by]-> Mark Romanek")
+    assert contexts[4].text() == "Drama (genre)"
+
+
+def test_search_result_holds_one_record_per_node_and_the_cypher_statement():
+    raw = search_result(_retrieval(), "films")
+    assert all(isinstance(r, neo4j.Record) for r in raw.records)
+    assert [tuple(r.keys()) for r in raw.records] == [RECORD_KEYS] * len(NODES)
+    assert [r["id"] for r in raw.records] == [11, 4, 7, 30, 51]
+    assert raw.metadata["cypher"] == _retrieval().to_cypher()
+    assert raw.metadata["dataset"] == "films" and raw.metadata["method"] == "seeder"
+
+    items = [format_record(r) for r in raw.records]
+    assert [i.content for i in items] == [c.text() for c in node_contexts(_retrieval())]
+    assert items[1].metadata == {"rank": 2, "id": 4, "name": "Never Let Me Go", "type": "movie", "score": 0.7,
+                                 "triples": ["Never Let Me Go -[written_by]-> Kazuo Ishiguro"]}
+
+
+def test_an_empty_retrieval_gives_no_items():
+    raw = search_result(Retrieval("q", "khop", [], 0.0, 0, [], label="KG_films"), "films")
+    assert raw.records == [] and "WHERE n.id IN []" in raw.metadata["cypher"]
