@@ -20,7 +20,9 @@ import numpy as np
 from loaders.kg import is_identifier
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.validation import check_budgets, check_k, check_question, check_seeds
+from seeder_dgl.graphstore.backend import RetrievalSettings, seed_and_expand
 from seeder_dgl.graphstore.seeding import seed
+from seeder_dgl.retrieval.memory import rank_by_score
 
 METHODS = ("seeder", "dense", "khop", "ppr")
 MAX_QUESTION_CHARS = 4000
@@ -102,13 +104,6 @@ def subgraph_cypher(label: str, node_ids) -> str:
             "RETURN n, r, m")
 
 
-def rank_khop(node_ids: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
-    """K-hop-with-filtering's own ranking: seeds by similarity, others by K-hop score, one list
-    (score descending, ties by smaller id) — the rule of ``retrieval.baselines.KHopRetriever``."""
-    order = np.lexsort((node_ids, -scores.astype(np.float64)))
-    return [(int(node_ids[i]), float(scores[i])) for i in order]
-
-
 class Retriever:
     """Retrieval on one ingested dataset of a live Neo4j graph."""
 
@@ -145,6 +140,12 @@ class Retriever:
         run = "full" if profile == "paper" else f"{profile}-full"  # training.command.default_run_dir
         self._checkpoint_path = Path(checkpoint) if checkpoint else runs_root() / dataset / run / "best.pt"
         self._policy = None
+
+    @property
+    def settings(self) -> RetrievalSettings:
+        """How this retriever turns a question into a subgraph (the pipeline ``extract`` and ``eval`` use)."""
+        return RetrievalSettings(seeds=self.seeds, budgets=tuple(self.budgets), exact_seeds=self.exact_seeds,
+                                 seeding=self.seeding)
 
     @staticmethod
     def _check_method(method: str) -> None:
@@ -225,14 +226,14 @@ class Retriever:
             ranked = self.graph.dense_seeds(q, k, exact=self.exact_seeds)
             size = len(ranked)
         else:
-            seeds = seed(self.graph, question, q, self.seeds, self.seeding, exact=self.exact_seeds)
             if method == "ppr":
+                seeds = seed(self.graph, question, q, self.seeds, self.seeding, exact=self.exact_seeds)
                 ranked, size = self._ppr(q, seeds, k)
             else:
-                sub = self.graph.khop_filter(q, seeds, list(self.budgets))
+                seeds, sub = seed_and_expand(self.graph, question, q, self.settings)
                 size = sub.num_nodes
-                if method == "khop":
-                    ranked = rank_khop(sub.node_ids, sub.score)[:k]
+                if method == "khop":  # seeds by similarity, the rest by K-hop score (KHopRetriever's rule)
+                    ranked = rank_by_score(sub.node_ids, sub.score, k)
                 else:
                     node_emb, types, _ = self.graph.node_features(sub.node_ids)
                     ranked = self.policy.rank([sub], [node_emb], q[None, :], k=k, node_types=[types])[0]

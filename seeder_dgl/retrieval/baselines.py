@@ -21,6 +21,7 @@ from seeder_dgl.retrieval.memory import (
     khop_select,
     max_by_group,
     node_similarity,
+    rank_by_score,
     rank_desc,
     relation_similarity,
     unit_query,
@@ -34,11 +35,6 @@ class Retriever(Protocol):
     name: str
 
     def retrieve(self, query_emb: np.ndarray, k: int) -> Ranking: ...
-
-
-def _ranking(ids: np.ndarray, scores: np.ndarray, k: int) -> Ranking:
-    order = rank_desc(np.asarray(scores, dtype=np.float64), np.asarray(ids, dtype=np.int64), max(int(k), 0))
-    return [(int(i), float(s)) for i, s in zip(ids[order], scores[order])]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +156,7 @@ class KHopRetriever(_GraphBaseline):
         seeds, sims = self.seeds(query_emb)
         sel = khop_select(self.graph, self.node_emb, self.rel_emb, query_emb, seeds, self.budgets,
                           seed_scores=sims)
-        return _ranking(sel.node_ids, sel.score, k)
+        return rank_by_score(sel.node_ids, sel.score, k)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,7 +216,7 @@ class PPRRetriever(_GraphBaseline):
 
     def retrieve(self, query_emb: np.ndarray, k: int) -> Ranking:
         ego, _, combined = self.scores(query_emb)
-        return _ranking(ego.node_ids, combined, k)
+        return rank_by_score(ego.node_ids, combined, k)
 
 
 class PPRMMRRetriever(PPRRetriever):
@@ -304,7 +300,7 @@ class BeamRetriever(_GraphBaseline):
             beam, beam_score = cand[keep], score[keep]
             expanded[beam] = True
         ids, scores = max_by_group(np.concatenate(reached), np.concatenate(reached_score))
-        return _ranking(ids, scores, k)
+        return rank_by_score(ids, scores, k)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,4 +362,4 @@ class PCSTRetriever(_GraphBaseline):
             return []
         in_tree = np.zeros(ego.num_nodes, dtype=bool)
         in_tree[self.tree(ego, relation_similarity(self.rel_emb, q))] = True
-        return _ranking(ego.node_ids, ego.sim + 2.0 * in_tree, k)
+        return rank_by_score(ego.node_ids, ego.sim + 2.0 * in_tree, k)

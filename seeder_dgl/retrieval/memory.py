@@ -200,6 +200,13 @@ def rank_desc(score: np.ndarray, ids: np.ndarray, k: int | None = None) -> np.nd
     return pool[np.lexsort((ids[pool], -score[pool]))[:k]]
 
 
+def rank_by_score(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The top ``k`` of ``ids`` by score (descending), ties by the smaller id: how every graph
+    baseline, and ``query --method khop``, turns scores into a ranking."""
+    order = rank_desc(np.asarray(scores, dtype=np.float64), np.asarray(ids, dtype=np.int64), max(int(k), 0))
+    return [(int(i), float(s)) for i, s in zip(ids[order], scores[order])]
+
+
 def max_by_group(keys: np.ndarray, values: np.ndarray, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(sorted unique keys, max of values per key); ``size`` bounds the keys (enables the dense path).
 
