@@ -35,7 +35,7 @@ def _threads() -> int | None:
 THREADS = configure_threads(_threads())  # before torch spins up its pool
 
 from benchmarks.common import machine, percentile, write_result  # noqa: E402
-from seeder_dgl.datasets import cache_root  # noqa: E402
+from seeder_dgl.datasets import subgraph_dir  # noqa: E402
 from seeder_dgl.subgraph.cache import load_split  # noqa: E402
 from seeder_dgl.inference import load_policy  # noqa: E402
 from seeder_dgl.training.command import load_features  # noqa: E402
@@ -52,8 +52,7 @@ def main() -> None:
     parser.add_argument("--profile", default="deep", help="retrieval profile whose cached subgraphs train")
     args = parser.parse_args()
 
-    prefix = "" if args.profile == "paper" else f"{args.profile}-"
-    records, query_emb = load_split(cache_root() / "metaqa" / "subgraphs" / f"{prefix}train")
+    records, query_emb = load_split(subgraph_dir("metaqa", args.profile, "train"))
     two_hop = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][: args.queries]
     val = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][args.queries: args.queries + 200]
     feats = load_features("metaqa")

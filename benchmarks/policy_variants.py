@@ -57,6 +57,8 @@ CHANGES: dict[str, dict] = {
                            "frontier_caps": (40, 80, 120), "path_reward": 0.5},
     "combined_caps_path1": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                             "frontier_caps": (40, 80, 120), "path_reward": 1.0},
+    "combined_caps_4steps": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                             "frontier_caps": (40, 80, 120, 120), "expansion_sizes": (6, 6, 6, 6)},
 }
 VARIANTS: dict[str, dict] = {name: {**BASE, **change} for name, change in CHANGES.items()}
 METRICS = ("hit@1", "hit@5", "mrr", "recall@20", "hit@any")
@@ -64,14 +66,12 @@ FOLDER = RESULTS / "policy-variants"
 
 
 def load_data(dataset: str, profile: str, train_n: int, val_n: int):
-    from seeder_dgl.datasets import cache_root, get_spec
+    from seeder_dgl.datasets import get_spec, subgraph_dir
     from seeder_dgl.subgraph.cache import load_split
     from seeder_dgl.training.command import load_features
 
-    prefix = "" if profile == "paper" else f"{profile}-"
-    folder = cache_root() / dataset / "subgraphs"
-    train_r, train_q = load_split(folder / f"{prefix}train")
-    val_r, val_q = load_split(folder / f"{prefix}val")
+    train_r, train_q = load_split(subgraph_dir(dataset, profile, "train"))
+    val_r, val_q = load_split(subgraph_dir(dataset, profile, "val"))
     rng = np.random.default_rng(0)
     t = np.sort(rng.choice(len(train_r), size=min(train_n, len(train_r)), replace=False))
     v = np.sort(np.random.default_rng(1).choice(len(val_r), size=min(val_n, len(val_r)), replace=False))

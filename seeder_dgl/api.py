@@ -110,7 +110,7 @@ class Retriever:
     def __init__(self, dataset: str, *, method: str = "seeder", checkpoint: str | Path | None = None,
                  seeds: int | None = None, budgets: tuple[int, ...] | None = None, driver=None,
                  encoder=None, exact_seeds: bool = False, profile: str | None = None, seeding: str | None = None):
-        from seeder_dgl.datasets import resolve_profile, retrieval_profile, runs_root
+        from seeder_dgl.datasets import resolve_profile, retrieval_profile, run_dir
         from seeder_dgl.graphstore.seeding import check_mode
         from seeder_dgl.graphstore.connection import open_driver
         from seeder_dgl.graphstore.live import LiveGraph
@@ -137,8 +137,7 @@ class Retriever:
         self.exact_seeds = exact_seeds
         self._encoder = encoder
         self.profile = profile
-        run = "full" if profile == "paper" else f"{profile}-full"  # training.command.default_run_dir
-        self._checkpoint_path = Path(checkpoint) if checkpoint else runs_root() / dataset / run / "best.pt"
+        self._checkpoint_path = Path(checkpoint) if checkpoint else run_dir(dataset, profile) / "best.pt"
         self._policy = None
 
     @property
@@ -177,15 +176,16 @@ class Retriever:
     @property
     def policy(self):
         if self._policy is None:
+            from seeder_dgl.datasets import profile_flag
             from seeder_dgl.inference import load_policy
             from seeder_dgl.threads import configure_threads
 
             configure_threads()  # unless the user chose: one OpenMP thread per pool on few cores
 
             if not self._checkpoint_path.exists():
-                how = "" if self.profile == "paper" else f" --profile {self.profile}"
                 raise SeederError(f"no trained checkpoint at {self._checkpoint_path}: run `seeder-dgl train "
-                                  f"{self.dataset}{how}`, pass --checkpoint, or use --method khop")
+                                  f"{self.dataset}{profile_flag(self.profile)}`, pass --checkpoint, or use "
+                                  "--method khop")
             self._policy = load_policy(self._checkpoint_path, dataset=self.dataset,
                                        embedding_model=self.graph.info.model, dimension=self.graph.info.dimension)
         return self._policy

@@ -483,7 +483,7 @@ def extract(
     """
     import dataclasses
 
-    from seeder_dgl.datasets import TUNED, dataset_dir, get_spec, resolve_profile, retrieval_profile
+    from seeder_dgl.datasets import TUNED, dataset_dir, get_spec, resolve_profile, retrieval_profile, subgraph_dir
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.graphstore.seeding import check_mode
@@ -531,7 +531,7 @@ def extract(
             if not queries:
                 raise SeederError(f"{dataset} has no {name} question with an answer in the graph")
             embs = encoder.encode([q.text for q in queries], show_progress=False)
-            folder = dataset_dir(dataset) / "subgraphs" / (name if profile == "paper" else f"{profile}-{name}")
+            folder = subgraph_dir(dataset, profile, name)
             summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite)
             console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
                           f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")

@@ -136,6 +136,30 @@ TUNED = "tuned"
 """The profile of a dataset's own tuned retrieval settings (``seeder-dgl tune``)."""
 
 
+PAPER = "paper"
+"""The paper's retrieval profile: its cache and run folders carry no profile name (``train``, ``full``)."""
+
+
+def profile_prefix(profile: str) -> str:
+    """What a profile's folders start with: '' for the paper's, 'deep-' for 'deep' ('deep-train', 'deep-full')."""
+    return "" if profile == PAPER else f"{profile}-"
+
+
+def subgraph_dir(dataset: str, profile: str, split: str) -> Path:
+    """``<cache>/<dataset>/subgraphs/<prefix><split>``: the subgraphs ``extract`` cached for a split."""
+    return dataset_dir(dataset) / "subgraphs" / f"{profile_prefix(profile)}{split}"
+
+
+def run_dir(dataset: str, profile: str, name: str = "full") -> Path:
+    """``<runs>/<dataset>/<prefix><name>``: a training run's checkpoints and records ('full' or an ablation)."""
+    return runs_root() / dataset / f"{profile_prefix(profile)}{name}"
+
+
+def profile_flag(profile: str) -> str:
+    """The command-line option that selects ``profile`` ('' for the paper's, the default of the commands)."""
+    return "" if profile == PAPER else f" --profile {profile}"
+
+
 def dataset_dir(name: str) -> Path:
     """``<cache>/<name>``: the dataset's exports, subgraphs and manifest (names are validated, so a
     name never reaches outside the cache folder)."""

@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from loaders.kg import QASet, Query
+from seeder_dgl.datasets import profile_flag, profile_prefix, subgraph_dir
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.graphstore.backend import MemoryGraph
 from seeder_dgl.paths import results_dir
@@ -148,8 +149,7 @@ def plan_methods(dataset: str, methods: str | Sequence[str] | None, checkpoint: 
     from seeder_dgl.datasets import runs_root
 
     runs_dir = Path(runs_dir) if runs_dir else runs_root() / dataset
-    main_name = "full" if profile == "paper" else f"{profile}-full"
-    main = Path(checkpoint) if checkpoint else runs_dir / main_name / "best.pt"
+    main = Path(checkpoint) if checkpoint else runs_dir / f"{profile_prefix(profile)}full" / "best.pt"
     if checkpoint and not main.is_file():
         raise SeederError(f"no checkpoint at {main}: pass the best.pt written by `seeder-dgl train`")
     ablations = find_ablations(runs_dir, main, profile)
@@ -157,7 +157,7 @@ def plan_methods(dataset: str, methods: str | Sequence[str] | None, checkpoint: 
     default = [*BASELINES, *([SEEDER] if main.is_file() else []), *ablations]
     names = resolve_methods(methods, available, default)
     if SEEDER in names and not main.is_file():
-        how = f"seeder-dgl train {dataset}" + ("" if profile == "paper" else f" --profile {profile}")
+        how = f"seeder-dgl train {dataset}{profile_flag(profile)}"
         raise SeederError(f"method seeder needs a trained policy and there is none at {main}: run "
                           f"`{how}` or pass --checkpoint")
     checkpoints = {n: (main if n == SEEDER else ablations[n]) for n in names if n == SEEDER or n in ablations}
@@ -200,8 +200,8 @@ def _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep,
             parts.append(f"{flag} {value}")
     if k != 20:
         parts.append(f"--k {k}")
-    if profile != "paper":
-        parts.append(f"--profile {profile}")
+    if profile_flag(profile):
+        parts.append(profile_flag(profile).strip())
     if sweep:
         parts.append("--sweep")
     return " ".join(parts)
@@ -351,8 +351,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     if policies:
         cached, why = ({}, "in-memory K-hop (a --qa-file has no extracted split)")
         if qa_file is None:
-            folder = split if profile == "paper" else f"{profile}-{split}"
-            cached, why = cached_subgraphs(cache_root() / dataset / "subgraphs" / folder, seeds, budgets)
+            cached, why = cached_subgraphs(subgraph_dir(dataset, profile, split), seeds, budgets)
             wanted = {int(q.id) for q in queries}
             cached = {qid: r for qid, r in cached.items() if qid in wanted}
         for name, policy in policies.items():
@@ -376,7 +375,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     result = evaluate({n: methods_run[n] for n in order}, queries, query_emb, k, depth=depth, info=method_info,
                       on_error="record", progress=progress, meta=meta)
 
-    suffix = "" if profile == "paper" else f"-{profile}"
+    suffix = profile_flag(profile) and f"-{profile}"
     out_dir = Path(out) if out else default_results_dir(dataset, f"eval-{dataset}-{questions.label}{suffix}")
     if sweep:
         pick = sample_indices(len(queries), sweep_queries)

@@ -27,6 +27,7 @@ import numpy as np
 from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation.metrics import batch_metrics, metric_names
+from seeder_dgl.datasets import profile_prefix
 from seeder_dgl.retrieval.baselines import seed_key
 from seeder_dgl.graphstore.backend import MemoryGraph
 from seeder_dgl.subgraph.record import QuerySubgraph
@@ -313,14 +314,15 @@ def find_ablations(runs_dir: Path, main: Path | None = None, profile: str = "pap
     if not runs_dir.is_dir():
         return out
     main_resolved = Path(main).resolve() if main else None
-    main_name = "full" if profile == "paper" else f"{profile}-full"
+    prefix = profile_prefix(profile)
+    main_name = f"{prefix}full"
     for sub in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
         path = sub / "best.pt"
         if sub.name == main_name or not path.is_file() or path.resolve() == main_resolved:
             continue
         if run_profile(sub) != profile:
             continue
-        name = sub.name[len(profile) + 1:] if profile != "paper" and sub.name.startswith(f"{profile}-") else sub.name
+        name = sub.name[len(prefix):] if prefix and sub.name.startswith(prefix) else sub.name
         out[f"{ABLATION_PREFIX}{name}"] = path
     return out
 

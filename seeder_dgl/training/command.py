@@ -111,9 +111,9 @@ def resolve_device(device: str) -> str:
 
 def default_run_dir(dataset: str, ablation: str = "full", profile: str = "paper") -> Path:
     """``runs/<dataset>/<ablation>``; another profile's runs are ``runs/<dataset>/<profile>-<ablation>``."""
-    from seeder_dgl.datasets import runs_root
+    from seeder_dgl.datasets import run_dir
 
-    return runs_root() / dataset / (ablation if profile == "paper" else f"{profile}-{ablation}")
+    return run_dir(dataset, profile, ablation)
 
 
 def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto", out: str | Path | None = None,

@@ -134,7 +134,9 @@ class TrainConfig:
     @property
     def subgraph_prefix(self) -> str:
         """Cache folders and run folders of a non-paper profile carry its name ('deep-train')."""
-        return "" if self.profile == "paper" else f"{self.profile}-"
+        from seeder_dgl.datasets import profile_prefix
+
+        return profile_prefix(self.profile)
 
 
 # The headline MiniLM runs (paper's hyperparameter table). MetaQA has no row: it uses Prime's.
