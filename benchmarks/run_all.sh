@@ -11,4 +11,6 @@ $py benchmarks/bench_ingest.py --keep                                   # Prime-
 $py benchmarks/bench_retrieval.py --dataset metaqa                      # paper profile, B=150
 $py benchmarks/bench_retrieval.py --dataset metaqa --profile deep       # full-text seed, B=500
 $py benchmarks/bench_retrieval.py --dataset synthetic_prime_scale       # Prime-scale graph
+$py benchmarks/bench_soak.py                                           # 8 clients + upserts + a second ingest, 60 s
+$py benchmarks/bench_serve.py                                          # HTTP API end to end (needs a trained metaqa policy)
 .venv/bin/seeder-dgl eval metaqa --split val --coverage                  # seeding/depth coverage

@@ -221,6 +221,7 @@ class Retriever:
 
     def _retrieve(self, question: str, q: np.ndarray, k: int, method: str) -> Retrieval:
         start = time.perf_counter()
+        self.graph.refresh()  # relation types upserted since this Retriever opened
         seeds: list[tuple[int, float]] = []
         if method == "dense":
             ranked = self.graph.dense_seeds(q, k, exact=self.exact_seeds)

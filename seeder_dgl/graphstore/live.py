@@ -74,11 +74,26 @@ class LiveGraph:
         self.hop_partitions = default_hop_partitions() if hop_partitions is None else int(hop_partitions)
         if self.hop_partitions < 1:
             raise LiveGraphError(f"hop_partitions must be at least 1, not {self.hop_partitions}")
-        self.info = self._load_info(dataset)
-        self.label = self.info.label
+        self._set_info(self._load_info(dataset))
+
+    def _set_info(self, info: DatasetInfo) -> None:
+        self.info = info
+        self.label = info.label
         self.index = f"{self.label}_embedding"
-        self._relation_id = {t: i for i, t in enumerate(self.info.relation_types)}
-        self._relation_unit = _unit(self.info.relation_embeddings.astype(np.float64))
+        self._relation_id = {t: i for i, t in enumerate(info.relation_types)}
+        self._relation_unit = _unit(info.relation_embeddings.astype(np.float64))
+
+    def refresh(self) -> bool:
+        """Read the record again if upserts added relation types since it was read (one small
+        query): a long-lived LiveGraph, as in ``serve``, then scores and returns their
+        relationships like the others. Returns whether anything changed."""
+        rows = self._run("dataset/relation_count", "reading the dataset record", name=self.info.name)
+        if not rows:
+            raise LiveGraphError(f"dataset {self.info.name!r} was dropped: ingest it again")
+        if int(rows[0]["relations"] or 0) == len(self.info.relation_types):
+            return False
+        self._set_info(self._load_info(self.info.name))
+        return True
 
     def _run(self, statement: str, what: str, **params) -> list:
         """The records of one read statement, as an auto-commit query in a short session.

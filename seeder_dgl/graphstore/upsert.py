@@ -124,25 +124,42 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
                               "leave it out to have it encoded")
         n.embedding = unit_vectors(vec)[0].tolist()
 
-    relation_names, relation_types = list(info.relation_names), list(info.relation_types)
-    relation_emb = info.relation_embeddings
-    new_relations = sorted({e.relation for e in edges} - set(relation_names) - set(relation_types))
-    if new_relations:
-        relation_names += new_relations
-        relation_types += [to_identifier(r).upper() for r in new_relations]
-        relation_emb = np.concatenate([relation_emb, np.asarray(encode([r.replace("_", " ") for r in new_relations]),
-                                                                dtype=np.float32).reshape(-1, dim)])
-    type_of = {**dict(zip(relation_names, relation_types)), **{t: t for t in relation_types}}
+    # Relations the record did not know when read above, encoded before the transaction. Which of
+    # them are new is decided inside it, on the record as it is then (another upsert may have
+    # added some meanwhile).
+    relation_vectors: dict[str, np.ndarray] = {}
+
+    def encode_relations(names: list[str]) -> None:
+        if names:
+            vectors = np.asarray(encode([r.replace("_", " ") for r in names]), dtype=np.float32).reshape(-1, dim)
+            relation_vectors.update(zip(names, vectors))
+
+    encode_relations(sorted({e.relation for e in edges} - set(info.relation_names) - set(info.relation_types)))
 
     by_type: dict[str, list[dict]] = defaultdict(list)
     for n in nodes:
         by_type[n.type].append({"id": n.id, "name": n.name, "text": n.text, "embedding": n.embedding,
                                 **sketch_properties(np.asarray(n.embedding, dtype=np.float32))[0]})
-    by_relation: dict[str, list[list[int]]] = defaultdict(list)
-    for e in edges:
-        by_relation[type_of[e.relation]].append([e.source, e.target])
+    added: list[str] = []
 
     def work(tx):
+        current = tx.run(query("upsert/lock_record"), name=dataset).single()
+        if current is None:
+            raise UpsertError(f"dataset {dataset!r} was dropped during the upsert: nothing was changed")
+        relation_names, relation_types = list(current["relation_names"]), list(current["relation_types"])
+        relation_emb = np.asarray(current["relation_embeddings"] or [], dtype=np.float32).reshape(-1, dim)
+        new_relations = sorted({e.relation for e in edges} - set(relation_names) - set(relation_types))
+        encode_relations([r for r in new_relations if r not in relation_vectors])  # only if the record shrank
+        if new_relations:
+            relation_names += new_relations
+            relation_types += [to_identifier(r).upper() for r in new_relations]
+            relation_emb = np.concatenate([relation_emb, np.stack([relation_vectors[r] for r in new_relations])])
+        added[:] = new_relations  # a retried transaction reports what its last attempt added
+        type_of = {**dict(zip(relation_names, relation_types)), **{t: t for t in relation_types}}
+        by_relation: dict[str, list[list[int]]] = defaultdict(list)
+        for e in edges:
+            by_relation[type_of[e.relation]].append([e.source, e.target])
+
         for type_name, rows in by_type.items():
             tx.run(query("upsert/node", dataset=graph.label, node_type=to_identifier(type_name)),
                    quiet({"rows": rows, "type_name": type_name})).consume()
@@ -162,4 +179,4 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
             counts = session.execute_write(work)
     except (Neo4jError, DriverError, OSError) as exc:
         raise UpsertError(describe_neo4j_error(exc, "upsert failed, nothing was changed")) from exc
-    return {"nodes_written": len(nodes), "edges_written": len(edges), "new_relations": new_relations, **counts}
+    return {"nodes_written": len(nodes), "edges_written": len(edges), "new_relations": list(added), **counts}

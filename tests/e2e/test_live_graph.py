@@ -18,7 +18,7 @@ def small_graph(neo4j_driver, dataset_label):
     writer = GraphWriter(neo4j_driver, dataset_label)
     writer.ingest(kg, emb, rel, "test-model", progress=False)
     yield kg, emb, rel
-    writer.reset()
+    writer.drop()
 
 
 def test_exact_seeding_matches_numpy(neo4j_driver, dataset_label, small_graph):
@@ -90,6 +90,45 @@ def test_upsert_edge_to_unknown_node_changes_nothing(neo4j_driver, dataset_label
     assert graph.node_features([1])[0].shape == (1, 16)
     with pytest.raises(LiveGraphError, match="disappeared"):
         graph.node_features([5000])  # the whole upsert was rolled back
+
+
+def test_concurrent_upserts_keep_each_others_new_relation_types(neo4j_driver, dataset_label, small_graph):
+    """Two upserts that each bring a relation type the dataset has not seen, at the same moment:
+    the record must list both (each extends the vocabulary under a lock on the record)."""
+    import threading
+
+    rng = np.random.default_rng(0)
+    early = LiveGraph(neo4j_driver, dataset_label)  # opened before: as a server's retriever is
+
+    def encode(texts):
+        return rng.normal(size=(len(texts), 16)).astype(np.float32)
+
+    assert not early.refresh()
+    for trial in range(3):
+        go, errors = threading.Barrier(2), []
+
+        def one(relation, source, target):
+            go.wait()
+            try:
+                upsert(neo4j_driver, dataset_label, [], [EdgeRow(source, target, relation)], encode)
+            except Exception as exc:  # reported below: a thread's exception would otherwise be lost
+                errors.append(exc)
+
+        threads = [threading.Thread(target=one, args=(f"new x {trial}", 0, 5)),
+                   threading.Thread(target=one, args=(f"new y {trial}", 1, 6))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        graph = LiveGraph(neo4j_driver, dataset_label)
+        assert {f"new x {trial}", f"new y {trial}"} <= set(graph.info.relation_names)
+        assert len(graph.info.relation_names) == len(graph.info.relation_types) == 4 + 2 * (trial + 1)
+        assert graph.info.relation_embeddings.shape == (4 + 2 * (trial + 1), 16)
+        assert early.refresh() and early.info.relation_types == graph.info.relation_types
+        _, _, rel = early.induced_edges(np.asarray([0, 1, 5, 6]))
+        new_ids = {early.info.relation_types.index(t) for t in graph.info.relation_types[-2:]}
+        assert new_ids <= set(rel.tolist())  # the new relationships are known and returned
 
 
 def test_unknown_dataset_and_wrong_dimension_are_one_line_errors(neo4j_driver, dataset_label, small_graph):
