@@ -26,7 +26,8 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
 from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 from pydantic import BaseModel, ConfigDict, Field
@@ -231,7 +232,7 @@ def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bo
         if on_shutdown is not None:
             on_shutdown()
 
-    app = FastAPI(title="seeder-dgl", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="seeder-dgl", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="SeedER retrieval on knowledge graphs kept in Neo4j. `POST /retrieve` answers "
                               "with the JSON of `seeder-dgl query --format json`; errors are "
                               '`{"error": "..."}`.')
@@ -298,6 +299,14 @@ def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bo
     @app.get("/datasets", summary="The served datasets and the methods each can run")
     def datasets() -> JSONResponse:
         return JSONResponse({"default": default_dataset, "datasets": [s.describe() for s in served.values()]})
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        # FastAPI's own /docs loads Swagger UI from a CDN; this one is the copy in the package.
+        return get_swagger_ui_html(openapi_url=app.openapi_url, title="seeder-dgl API",
+                                   swagger_js_url="/static/swagger-ui/swagger-ui-bundle.js",
+                                   swagger_css_url="/static/swagger-ui/swagger-ui.css",
+                                   swagger_favicon_url="/static/swagger-ui/favicon-32x32.png")
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
