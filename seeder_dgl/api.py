@@ -46,13 +46,14 @@ class Retrieval:
     seconds: float
     """Seeding, expansion and ranking on the live graph (the question's embedding excluded)."""
     subgraph_size: int
-    _triples: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
+    _edges: list[tuple[int, str, str, int, str]] = field(default_factory=list, repr=False)
+    """(head id, head name, relation, tail id, tail name) among the retrieved nodes."""
     label: str | None = field(default=None, repr=False)
     """The dataset's node label in Neo4j (``KG_<name>``, ``Metaqa``), for ``to_cypher``."""
 
     def triples(self) -> list[str]:
         """The relationships among the retrieved nodes as 'head -[relation]-> tail' lines."""
-        return [f"{h} -[{r}]-> {t}" for h, r, t in self._triples]
+        return [f"{h} -[{r}]-> {t}" for _, h, r, _, t in self._edges]
 
     def to_cypher(self) -> str:
         """A read-only Cypher statement that draws the retrieved nodes and the relationships among
@@ -66,7 +67,8 @@ class Retrieval:
         return {"question": self.question, "method": self.method, "seconds": round(self.seconds, 4),
                 "subgraph_size": self.subgraph_size,
                 "nodes": [vars(n) for n in self.nodes],
-                "triples": [{"head": h, "relation": r, "tail": t} for h, r, t in self._triples]}
+                "triples": [{"head": h, "relation": r, "tail": t, "head_id": hi, "tail_id": ti}
+                            for hi, h, r, ti, t in self._edges]}
 
 
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -239,7 +241,7 @@ class Retriever:
                     node_emb, types, _ = self.graph.node_features(sub.node_ids)
                     ranked = self.policy.rank([sub], [node_emb], q[None, :], k=k, node_types=[types])[0]
         nodes = self._describe(ranked, {i for i, _ in seeds})
-        triples = self.graph.triples([n.id for n in nodes])
+        triples = self.graph.edges([n.id for n in nodes])
         return Retrieval(question, method, nodes, time.perf_counter() - start, size, triples,
                          label=self.graph.label)
 

@@ -253,12 +253,18 @@ class LiveGraph:
 
     def triples(self, node_ids) -> list[tuple[str, str, str]]:
         """(head name, relation, tail name) of every stored relationship among the nodes."""
+        return [(h, r, t) for _, h, r, _, t in self.edges(node_ids)]
+
+    def edges(self, node_ids) -> list[tuple[int, str, str, int, str]]:
+        """(head id, head name, relation, tail id, tail name) of every stored relationship among the
+        nodes, ordered by head id, relation and tail id (names alone may repeat: ids tell nodes apart)."""
         ids = [int(i) for i in node_ids]
         if not ids:
             return []
         t = self._lists("retrieval/triples", "reading the retrieved triples", ids=ids)
         order = sorted(range(len(t["sources"])), key=lambda i: (t["sources"][i], t["relations"][i], t["targets"][i]))
-        return [(t["source_names"][i], t["relations"][i].lower(), t["target_names"][i]) for i in order]
+        return [(int(t["sources"][i]), t["source_names"][i], t["relations"][i].lower(), int(t["targets"][i]),
+                 t["target_names"][i]) for i in order]
 
     def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = 50) -> list[dict]:
         """Nodes whose names match the question's words: id, name, Lucene score and cos(q, v)."""

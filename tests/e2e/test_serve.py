@@ -227,7 +227,8 @@ def test_the_page_in_headless_chromium(server, tmp_path):
                   browser.find_elements(By.CSS_SELECTOR, "#ranked li")]
         assert len(ranked) == 8 and employer in ranked
         drawn = browser.find_elements(By.CSS_SELECTOR, "#graph g.node")
-        assert sorted(g.get_attribute("data-name") for g in drawn) == sorted(set(ranked))
+        assert sorted(g.get_attribute("data-name") for g in drawn) == sorted(ranked)  # one per node, by id
+        assert len({g.get_attribute("data-id") for g in drawn}) == len(ranked)
         assert browser.find_elements(By.CSS_SELECTOR, "#graph path.edge")
         assert "works_at" in [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#graph text.edge-label")]
         seeds = browser.find_elements(By.CSS_SELECTOR, "#ranked .seed-badge")

@@ -20,7 +20,9 @@ TRIPLES = [("Never Let Me Go", "directed_by", "Mark Romanek"), ("Never Let Me Go
 
 
 def _retrieval() -> Retrieval:
-    return Retrieval("who directed Never Let Me Go", "seeder", NODES, 0.02, 40, TRIPLES, label="KG_films")
+    ids = {n.name: n.id for n in NODES}
+    edges = [(ids[h], h, r, ids[t], t) for h, r, t in TRIPLES]
+    return Retrieval("who directed Never Let Me Go", "seeder", NODES, 0.02, 40, edges, label="KG_films")
 
 
 def test_each_triple_is_listed_once_under_its_better_ranked_end():

@@ -67,9 +67,12 @@ def test_ids_that_are_not_64_bit_integers_are_refused(node_id):
 
 def test_retrieval_to_cypher_uses_its_label_and_nodes_in_rank_order():
     nodes = [RetrievedNode(9, "movie", "Heat", 0.9), RetrievedNode(2, "person", "Al Pacino", 0.5)]
-    result = Retrieval("who starred in Heat", "khop", nodes, 0.01, 12, [("Heat", "starred_actors", "Al Pacino")],
+    result = Retrieval("who starred in Heat", "khop", nodes, 0.01, 12, [(9, "Heat", "starred_actors", 2, "Al Pacino")],
                        label="KG_films")
     assert result.to_cypher() == subgraph_cypher("KG_films", [9, 2])
+    assert result.triples() == ["Heat -[starred_actors]-> Al Pacino"]
+    assert result.to_dict()["triples"] == [{"head": "Heat", "relation": "starred_actors", "tail": "Al Pacino",
+                                            "head_id": 9, "tail_id": 2}]  # ids tell same-named nodes apart
     assert "WHERE n.id IN [9, 2]" in result.to_cypher()
     with pytest.raises(SeederError, match="does not know its dataset's Neo4j label"):
         Retrieval("q", "khop", nodes, 0.01, 12).to_cypher()

@@ -59,7 +59,7 @@ class FakeRetriever:
         if self.fail is not None:
             raise self.fail
         nodes = [RetrievedNode(1, "person", "Ada Okafor", 0.9, True), RetrievedNode(2, "company", "Acme", 0.5)][:k]
-        return [Retrieval(q, method, nodes, 0.0123, 7, [("Ada Okafor", "works at", "Acme")]) for q in questions]
+        return [Retrieval(q, method, nodes, 0.0123, 7, [(1, "Ada Okafor", "works at", 2, "Acme")]) for q in questions]
 
 
 @pytest.fixture

@@ -90,8 +90,8 @@
         badge.title = "one of the seeds the expansion started from";
         item.appendChild(badge);
       }
-      item.addEventListener("mouseenter", () => window.SeederGraph.highlight(node.name, true));
-      item.addEventListener("mouseleave", () => window.SeederGraph.highlight(node.name, false));
+      item.addEventListener("mouseenter", () => window.SeederGraph.highlight(node.id, true));
+      item.addEventListener("mouseleave", () => window.SeederGraph.highlight(node.id, false));
       list.appendChild(item);
     }
   }

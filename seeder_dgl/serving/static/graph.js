@@ -27,7 +27,7 @@
   const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
 
-  let current = new Map();  // node name -> its <g>, for highlight()
+  let current = new Map();  // node id -> its <g>, for highlight()
 
   function hash(text) {
     let h = 0;
@@ -53,20 +53,25 @@
     return Math.min(hi, Math.max(lo, value));
   }
 
-  /* Nodes (by name, in rank order) and edges (one per ordered pair, its relation names merged). */
+  /* Nodes (by id, in rank order) and edges (one per ordered pair, its relation names merged).
+     Triples name their nodes by id (head_id, tail_id); an answer without ids is matched by name. */
   function buildGraph(result) {
+    const byId = new Map();
     const byName = new Map();
-    result.nodes.forEach((node, rank) => {
-      const known = byName.get(node.name);
-      if (known) known.seed = known.seed || Boolean(node.seed);
-      else byName.set(node.name, {name: node.name, type: node.type, score: node.score, id: node.id,
-                                  seed: Boolean(node.seed), rank: byName.size});
+    result.nodes.forEach((node) => {
+      const known = byId.get(node.id);
+      if (known) { known.seed = known.seed || Boolean(node.seed); return; }
+      const entry = {name: node.name, type: node.type, score: node.score, id: node.id,
+                     seed: Boolean(node.seed), rank: byId.size};
+      byId.set(node.id, entry);
+      if (!byName.has(node.name)) byName.set(node.name, entry);
     });
-    const nodes = [...byName.values()];
+    const nodes = [...byId.values()];
+    const find = (id, name) => (id !== undefined && id !== null ? byId.get(id) : byName.get(name));
     const pairs = new Map();
     for (const triple of result.triples) {
-      const source = byName.get(triple.head);
-      const target = byName.get(triple.tail);
+      const source = find(triple.head_id, triple.head);
+      const target = find(triple.tail_id, triple.tail);
       if (!source || !target || source === target) continue;
       const key = source.rank + ">" + target.rank;
       if (!pairs.has(key)) pairs.set(key, {source, target, relations: []});
@@ -269,7 +274,7 @@
     for (const node of nodes) {
       node.r = radius(node, nodes.length);
       node.g = svgElement("g", {class: node.seed ? "node seed" : "node", "data-name": node.name,
-                                "data-type": node.type}, nodeLayer);
+                                "data-id": node.id, "data-type": node.type}, nodeLayer);
       const title = svgElement("title", {}, node.g);
       title.textContent = `#${node.rank + 1} ${node.name} (${node.type}), score ${Number(node.score).toFixed(3)}` +
                           (node.seed ? ", a seed" : "");
@@ -277,7 +282,7 @@
       svgElement("circle", {class: "node-dot", r: node.r, fill: colours.get(node.type)}, node.g);
       node.label = svgElement("text", {class: "node-label", y: 4}, node.g);
       node.label.textContent = truncate(node.name, 32);
-      current.set(node.name, node.g);
+      current.set(node.id, node.g);
       enableDrag(svg, node, () => place(nodes, edges));
     }
     place(nodes, edges);
@@ -285,8 +290,8 @@
   }
 
   /* Emphasise one node (hovering its row in the ranked list). */
-  function highlight(name, on) {
-    const g = current.get(name);
+  function highlight(id, on) {
+    const g = current.get(id);
     if (g) g.classList.toggle("hot", on);
   }
 
