@@ -153,20 +153,21 @@ def run(args, url: str, warmup: list[str], questions: list[str]) -> dict:
     for question in warmup:
         timed(client, {**body, "question": question})
 
+    def one_pass() -> tuple[list[float], list[float]]:
+        """Each question once, one request at a time: (end-to-end ms, the answer's retrieval ms)."""
+        wall, own = [], []
+        for question in questions:
+            elapsed, answer = timed(client, {**body, "question": question})
+            wall.append(elapsed)
+            own.append(answer["seconds"] * 1000)
+        return wall, own
+
     # Sequential: one client, one request at a time, each question new to the server.
-    http_ms, retrieval_ms = [], []
-    for question in questions:
-        elapsed, answer = timed(client, {**body, "question": question})
-        http_ms.append(elapsed)
-        retrieval_ms.append(answer["seconds"] * 1000)
+    http_ms, retrieval_ms = one_pass()
     overhead = np.asarray(http_ms) - np.asarray(retrieval_ms)
     # The same questions again: their embeddings now come from the server's question cache, so
     # the difference left is what serving adds (HTTP, JSON, validation), nothing of the model.
-    again_ms, again_retrieval_ms = [], []
-    for question in questions:
-        elapsed, answer = timed(client, {**body, "question": question})
-        again_ms.append(elapsed)
-        again_retrieval_ms.append(answer["seconds"] * 1000)
+    again_ms, again_retrieval_ms = one_pass()
     serving = np.asarray(again_ms) - np.asarray(again_retrieval_ms)
     client.close()
 
