@@ -36,6 +36,8 @@ class RetrievedNode:
     score: float
     seed: bool = False
     """One of the seeds the expansion started from (always False for ``dense``, which expands nothing)."""
+    text: str = ""
+    """The node's text as ingested (a description, or its name when it has none)."""
 
 
 @dataclass
@@ -259,5 +261,6 @@ class Retriever:
     def _describe(self, ranked: list[tuple[int, float]], seeds: set[int]) -> list[RetrievedNode]:
         if not ranked:
             return []
-        _, types, names = self.graph.node_features([i for i, _ in ranked])
-        return [RetrievedNode(i, t, n, float(s), i in seeds) for (i, s), t, n in zip(ranked, types, names)]
+        types, names, texts = self.graph.describe([i for i, _ in ranked])
+        return [RetrievedNode(i, t, n, float(s), i in seeds, x)
+                for (i, s), t, n, x in zip(ranked, types, names, texts)]

@@ -251,6 +251,18 @@ class LiveGraph:
         emb = np.asarray([found["embeddings"][r] for r in rows], dtype=np.float32).reshape(len(ids), self.info.dimension)
         return emb, [found["types"][r] for r in rows], [found["names"][r] for r in rows]
 
+    def describe(self, node_ids) -> tuple[list[str], list[str], list[str]]:
+        """Types, names and texts of the nodes (in the order given), without their embeddings."""
+        ids = [int(i) for i in node_ids]
+        found = self._lists("retrieval/node_descriptions", "reading node descriptions", ids=ids)
+        row_of = {int(node): row for row, node in enumerate(found["ids"])}
+        missing = [i for i in ids if i not in row_of]
+        if missing:
+            raise LiveGraphError(f"nodes {missing[:5]} disappeared from {self.info.name!r} during the query: ask again")
+        rows = [row_of[i] for i in ids]
+        return ([found["types"][r] for r in rows], [found["names"][r] for r in rows],
+                [found["texts"][r] or "" for r in rows])
+
     def triples(self, node_ids) -> list[tuple[str, str, str]]:
         """(head name, relation, tail name) of every stored relationship among the nodes."""
         return [(h, r, t) for _, h, r, _, t in self.edges(node_ids)]

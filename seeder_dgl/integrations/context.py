@@ -2,8 +2,8 @@
 
 RAG frameworks pass a retriever's items to the LLM one after the other (neo4j-graphrag's
 ``GraphRAG`` joins their ``content`` with newlines; LangChain chains join ``Document`` texts). So
-each retrieved node becomes one item: its name and type, then the retrieved triples it takes part
-in. A triple joins two retrieved nodes; it is listed once, under the better-ranked of the two, so
+each retrieved node becomes one item: its name and type, its text when it has one beyond its name
+(a STaRK description, a table's text column), then the retrieved triples it takes part in. A triple joins two retrieved nodes; it is listed once, under the better-ranked of the two, so
 the context holds every retrieved triple exactly once and the most relevant facts come first.
 """
 from __future__ import annotations
@@ -23,33 +23,32 @@ class NodeContext:
     name: str
     type: str
     score: float
+    description: str = ""
+    """The node's text when it says more than its name, else ''."""
     triples: list[str] = field(default_factory=list)
     """'head -[relation]-> tail' lines, in the order ``Retrieval.triples()`` gives them."""
 
     def text(self) -> str:
-        """What the LLM reads: 'name (type)', then one indented line per triple."""
-        return "\n".join([f"{self.name} ({self.type})", *(f"  {line}" for line in self.triples)])
+        """What the LLM reads: 'name (type)', its description, then one indented line per triple."""
+        head = f"{self.name} ({self.type})" + (f": {self.description}" if self.description else "")
+        return "\n".join([head, *(f"  {line}" for line in self.triples)])
 
     def metadata(self) -> dict:
         """Everything but the text, for a framework's metadata field (ids to look the node up again)."""
         return {"rank": self.rank, "id": self.id, "name": self.name, "type": self.type, "score": self.score,
-                "triples": list(self.triples)}
+                "description": self.description, "triples": list(self.triples)}
 
 
 def node_contexts(result: Retrieval) -> list[NodeContext]:
-    """The retrieval's nodes, best first, each with the retrieved triples whose better-ranked end it is.
-
-    Triples name their ends (``Retrieval`` keeps names, not ids), so two retrieved nodes with the
-    same name share one entry here: a triple goes to the better-ranked node of that name, and it
-    reads the same under either.
-    """
-    contexts = [NodeContext(rank, n.id, n.name, n.type, float(n.score)) for rank, n in enumerate(result.nodes, start=1)]
-    first_rank: dict[str, int] = {}
+    """The retrieval's nodes, best first, each with the retrieved triples whose better-ranked end it is."""
+    contexts = [NodeContext(rank, n.id, n.name, n.type, float(n.score),
+                            n.text if n.text and n.text.strip() != n.name.strip() else "")
+                for rank, n in enumerate(result.nodes, start=1)]
+    rank_of: dict[int, int] = {}
     for context in contexts:
-        first_rank.setdefault(context.name, context.rank)
+        rank_of.setdefault(context.id, context.rank)
     for triple in result.to_dict()["triples"]:
-        head, relation, tail = triple["head"], triple["relation"], triple["tail"]
-        ranks = [first_rank[name] for name in (head, tail) if name in first_rank]
-        if ranks:  # always, as both ends are retrieved nodes; a node renamed mid-query would be skipped
-            contexts[min(ranks) - 1].triples.append(f"{head} -[{relation}]-> {tail}")
+        ranks = [rank_of[i] for i in (triple["head_id"], triple["tail_id"]) if i in rank_of]
+        if ranks:  # always, as both ends are retrieved nodes
+            contexts[min(ranks) - 1].triples.append(f"{triple['head']} -[{triple['relation']}]-> {triple['tail']}")
     return contexts

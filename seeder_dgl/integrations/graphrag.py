@@ -30,7 +30,7 @@ from seeder_dgl.api import Retrieval, Retriever as SeederApiRetriever
 from seeder_dgl.integrations.context import NodeContext, node_contexts
 from seeder_dgl.validation import check_k
 
-RECORD_KEYS = ("rank", "id", "name", "type", "score", "triples")
+RECORD_KEYS = ("rank", "id", "name", "type", "score", "description", "triples")
 """The keys of each record ``get_search_results`` returns (what a custom ``result_formatter`` reads)."""
 
 

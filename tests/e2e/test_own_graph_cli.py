@@ -84,10 +84,13 @@ def test_triples_folder_to_a_trained_retriever_and_back_out(own_env, neo4j_drive
 def test_tables_with_string_ids_answers_by_id_and_names_differing_in_case(own_env, neo4j_driver, dataset_label):
     graph = company_graph(seed=2, people=20)
     folder = own_env / "tables"
-    write_tables(graph, folder, "jsonl")
     person = graph.nodes[0]
     company = next(t for h, r, t in graph.triples if h == person["name"] and r == "works at")
     company_id = next(n["id"] for n in graph.nodes if n["name"] == company)
+    about = f"{company}, a company founded in 1987"
+    for node in graph.nodes:  # a text column: what an LLM reads about the node beyond its name
+        node["text"] = about if node["id"] == company_id else node["name"]
+    write_tables(graph, folder, "jsonl")
     (folder / "questions.jsonl").write_text(json.dumps({"question": f"Where does {person['name']} work?",
                                                        "answers": [company_id], "split": "test"}) + "\n" +
                                             json.dumps({"question": "Who founded Atlantis?", "answers": ["Poseidon"],
@@ -103,6 +106,12 @@ def test_tables_with_string_ids_answers_by_id_and_names_differing_in_case(own_en
         keys = neo4j_driver.execute_query(f"MATCH (n:KG_{lower}) WHERE n.key = $k RETURN n.name AS name",
                                           k=company_id).records
         assert [r["name"] for r in keys] == [company]
+
+        answer = json.loads(_ok("query", lower, f"Where does {person['name']} work?", "--method", "khop",
+                                "--format", "json"))
+        found = {n["name"]: n for n in answer["nodes"]}
+        assert found[company]["text"] == about and found[person["name"]]["text"] == person["name"]
+        assert all({"head_id", "tail_id"} <= set(t) for t in answer["triples"]) and answer["triples"]
 
         # questions matched by the dataset's own ids; the unknown answer is reported, not guessed
         out = _ok("eval", lower, "--split", "test", "--methods", "khop")

@@ -12,7 +12,8 @@ pytest.importorskip("neo4j_graphrag")
 from seeder_dgl.integrations.context import node_contexts  # noqa: E402
 from seeder_dgl.integrations.graphrag import RECORD_KEYS, format_record, search_result  # noqa: E402
 
-NODES = [RetrievedNode(11, "person", "Mark Romanek", 0.9), RetrievedNode(4, "movie", "Never Let Me Go", 0.7),
+NODES = [RetrievedNode(11, "person", "Mark Romanek", 0.9), RetrievedNode(4, "movie", "Never Let Me Go", 0.7,
+                                                                     text="a 2010 British dystopian drama"),
          RetrievedNode(7, "person", "Kazuo Ishiguro", 0.6), RetrievedNode(30, "movie", "One Hour Photo", 0.4),
          RetrievedNode(51, "genre", "Drama", 0.1)]
 TRIPLES = [("Never Let Me Go", "directed_by", "Mark Romanek"), ("Never Let Me Go", "written_by", "Kazuo Ishiguro"),
@@ -51,7 +52,10 @@ def test_search_result_holds_one_record_per_node_and_the_cypher_statement():
     items = [format_record(r) for r in raw.records]
     assert [i.content for i in items] == [c.text() for c in node_contexts(_retrieval())]
     assert items[1].metadata == {"rank": 2, "id": 4, "name": "Never Let Me Go", "type": "movie", "score": 0.7,
+                                 "description": "a 2010 British dystopian drama",
                                  "triples": ["Never Let Me Go -[written_by]-> Kazuo Ishiguro"]}
+    assert items[1].content.startswith("Never Let Me Go (movie): a 2010 British dystopian drama\n  ")
+    assert items[0].metadata["description"] == ""  # a node whose text is only its name adds nothing
 
 
 def test_an_empty_retrieval_gives_no_items():
