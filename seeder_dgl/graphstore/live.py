@@ -239,27 +239,26 @@ class LiveGraph:
         s, d, t = (np.asarray(x, dtype=np.int64) for x in (src, dst, rel))
         return np.concatenate([s, d]), np.concatenate([d, s]), np.concatenate([t, t])
 
-    def node_features(self, node_ids) -> tuple[np.ndarray, list[str], list[str]]:
-        """Embeddings [n, d] (rows in the order given), types and names of the nodes."""
+    def _per_node(self, statement: str, what: str, node_ids) -> tuple[dict[str, list], list[int]]:
+        """A per-node columnar statement's lists, and the row of each id given (in that order);
+        a one-line error when a node is gone (deleted while the query ran)."""
         ids = [int(i) for i in node_ids]
-        found = self._lists("retrieval/node_features", "reading node features", ids=ids)
+        found = self._lists(statement, what, ids=ids)
         row_of = {int(node): row for row, node in enumerate(found["ids"])}
         missing = [i for i in ids if i not in row_of]
         if missing:
             raise LiveGraphError(f"nodes {missing[:5]} disappeared from {self.info.name!r} during the query: ask again")
-        rows = [row_of[i] for i in ids]
-        emb = np.asarray([found["embeddings"][r] for r in rows], dtype=np.float32).reshape(len(ids), self.info.dimension)
+        return found, [row_of[i] for i in ids]
+
+    def node_features(self, node_ids) -> tuple[np.ndarray, list[str], list[str]]:
+        """Embeddings [n, d] (rows in the order given), types and names of the nodes."""
+        found, rows = self._per_node("retrieval/node_features", "reading node features", node_ids)
+        emb = np.asarray([found["embeddings"][r] for r in rows], dtype=np.float32).reshape(len(rows), self.info.dimension)
         return emb, [found["types"][r] for r in rows], [found["names"][r] for r in rows]
 
     def describe(self, node_ids) -> tuple[list[str], list[str], list[str]]:
         """Types, names and texts of the nodes (in the order given), without their embeddings."""
-        ids = [int(i) for i in node_ids]
-        found = self._lists("retrieval/node_descriptions", "reading node descriptions", ids=ids)
-        row_of = {int(node): row for row, node in enumerate(found["ids"])}
-        missing = [i for i in ids if i not in row_of]
-        if missing:
-            raise LiveGraphError(f"nodes {missing[:5]} disappeared from {self.info.name!r} during the query: ask again")
-        rows = [row_of[i] for i in ids]
+        found, rows = self._per_node("retrieval/node_descriptions", "reading node descriptions", node_ids)
         return ([found["types"][r] for r in rows], [found["names"][r] for r in rows],
                 [found["texts"][r] or "" for r in rows])
 
