@@ -67,7 +67,7 @@ def open_driver(settings: Neo4jSettings | None = None, verify: bool = True) -> D
             ) from exc
         except (ServiceUnavailable, DriverError, OSError) as exc:
             driver.close()
-            hint = ("check that server" if s.external
+            hint = ("check that the server is running and reachable from here" if s.external
                     else "start it with `seeder-dgl neo4j start`, or set NEO4J_URI to a running server")
             raise Neo4jUnavailable(f"cannot reach Neo4j at {s.uri}: {hint}") from exc
     return driver

@@ -1,0 +1,72 @@
+"""Whatever a user types, the command line answers with a one-line error (exit 1) or a usage
+message (exit 2), never a traceback. Neo4j is pointed at a closed port, so input that passes
+validation ends at the one-line "cannot reach Neo4j" error: no test here needs a server, and no
+command here can touch a database."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from typer.testing import CliRunner
+
+from seeder_dgl.cli import app
+
+runner = CliRunner()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed again when the block ends
+
+
+@pytest.fixture(autouse=True)
+def no_server(monkeypatch, tmp_path):
+    monkeypatch.setenv("NEO4J_URI", f"bolt://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("SEEDER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SEEDER_RUNS", str(tmp_path / "runs"))
+
+
+HOSTILE_TEXT = st.one_of(
+    st.sampled_from(["", " ", "../../x", "a/b", "a\\b", "!!!", "x" * 300, "metaqa\n", "KG_x`) DETACH DELETE n //",
+                     "$name", "{{dataset}}", "\x00", "名前", "-1", "1e9", "None", "--help"]),
+    st.text(min_size=0, max_size=40),
+)
+NUMBERS = st.one_of(st.integers(-10**20, 10**20).map(str), st.sampled_from(["2.5", "abc", "", "-0", "1e3", "0x10"]))
+BUDGETS = st.one_of(st.sampled_from(["50,97", "-5,-5", "0", "a,b", "", "1,,2", "99999999999999999999", "50;97"]),
+                    st.text(alphabet="0123456789,- ", max_size=12))
+
+
+def _assert_clean(args: list[str]) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code in (1, 2), f"{args!r}: exit {result.exit_code}\n{result.output}"
+    assert isinstance(result.exception, SystemExit), f"{args!r} raised {result.exception!r}"
+    assert "Traceback" not in result.output, f"{args!r}:\n{result.output}"
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=HOSTILE_TEXT, question=HOSTILE_TEXT, k=NUMBERS, seeds=NUMBERS, budgets=BUDGETS,
+       method=st.sampled_from(["seeder", "khop", "dense", "ppr", "bogus", ""]),
+       fmt=st.sampled_from(["json", "table", "triples", "cypher", "xml"]))
+def test_query_never_shows_a_traceback(name, question, k, seeds, budgets, method, fmt):
+    _assert_clean(["query", name, question, "--k", k, "--seeds", seeds, "--budgets", budgets,
+                   "--method", method, "--format", fmt])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(["drop", "extract", "train", "eval", "tune", "status", "upsert", "ingest", "adopt"]),
+       name=HOSTILE_TEXT, value=HOSTILE_TEXT)
+def test_every_command_refuses_hostile_names_and_values_in_one_line(command, name, value, tmp_path):
+    args = {
+        "drop": ["drop", name, "--yes"],
+        "extract": ["extract", name, "--split", value],
+        "train": ["train", name, "--epochs", value],
+        "eval": ["eval", name, "--split", value],
+        "tune": ["tune", name, "--questions", str(tmp_path / "missing.csv")],
+        "status": ["status"],
+        "upsert": ["upsert", name, "--nodes", str(tmp_path / "missing.jsonl")],
+        "ingest": ["ingest", name, "--source", str(tmp_path / "missing")],
+        "adopt": ["adopt", name, "--label", value, "--id-property", "id", "--name-property", "name"],
+    }[command]
+    _assert_clean(args)
