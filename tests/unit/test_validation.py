@@ -76,3 +76,43 @@ def test_the_retriever_checks_its_settings_before_connecting(kwargs, message):
 
     with pytest.raises(ValidationError, match=message):
         Retriever("any_dataset", driver=object(), **kwargs)  # no connection is opened
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True)
+                           | st.text(max_size=20), lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=5)
+ROWS = st.lists(st.dictionaries(st.sampled_from(["id", "name", "type", "text", "embedding", "source", "target",
+                                                 "relation", "other"]), JSON_VALUES, max_size=6), max_size=5)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(rows=ROWS)
+def test_any_upsert_rows_parse_or_are_one_line_upsert_errors(rows):
+    for parse in (parse_nodes, parse_edges):
+        try:
+            parsed = parse([dict(r) for r in rows])
+        except UpsertError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert len(parsed) == len(rows)
+            for row in parsed:  # what passes is what the database may store
+                for field in ("id", "source", "target"):
+                    value = getattr(row, field, 0)
+                    assert isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_NODE_ID
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(name=st.text(max_size=60), method=st.text(max_size=10), seeds=JSON_VALUES, budgets=JSON_VALUES)
+def test_the_retriever_refuses_any_bad_setting_with_a_seeder_error_before_connecting(name, method, seeds, budgets):
+    from seeder_dgl.api import Retriever
+
+    class NoDriver:
+        def __getattr__(self, attribute):
+            raise AssertionError("a connection was used before the settings were checked")
+
+    try:
+        Retriever(name, method=method or "x", seeds=seeds, budgets=budgets, driver=NoDriver())
+    except SeederError as exc:
+        assert "\n" not in str(exc)
+    except AssertionError as exc:  # every check passed: the Retriever then reaches for the database
+        assert "connection was used" in str(exc)
