@@ -31,9 +31,10 @@ $sd train metaqa --epochs "$EPOCHS"
 step "5/6 evaluate SeedER against the baselines on ${VAL_QUESTIONS} validation questions"
 $sd eval metaqa --split val --sample "$VAL_QUESTIONS" --out "$SEEDER_RUNS/eval" "${DATA_OPT[@]}"
 step "6/6 ask the live graph"
-# A 2-hop question a reader can check in kb.txt: the movies with '|directed_by|Christopher Nolan',
-# then their '|starred_actors|' lines. The briefly trained demo policy ranks Al Pacino, Tom Hardy,
-# Liam Neeson, Michael Caine, ... high, and first Erik Skjoldbjaerg, director of the other 'Insomnia'.
-$sd query metaqa "who starred in the movies directed by Christopher Nolan" --k 10
-$sd query metaqa "who starred in the movies directed by Christopher Nolan" --k 10 --method khop --format triples
+# A 2-hop question a reader can check in kb.txt: the movies with '|written_by|Kazuo Ishiguro',
+# then their '|starred_actors|' lines (The Remains of the Day: Anthony Hopkins, Emma Thompson,
+# Christopher Reeve; Never Let Me Go: Carey Mulligan, Andrew Garfield). The briefly trained demo
+# policy ranks those five first; K-hop's triples show the path it followed.
+$sd query metaqa "who are the actors in the movies written by Kazuo Ishiguro" --k 10
+$sd query metaqa "who are the actors in the movies written by Kazuo Ishiguro" --k 10 --method khop --format triples
 printf '\nNeo4j keeps running for more questions (seeder-dgl query metaqa "..."); stop it with: %s neo4j stop\n' "$sd"
