@@ -74,3 +74,34 @@ def test_a_partial_split_resumes_and_other_settings_are_refused(graph, tmp_path)
     cache.shard_path(folder, 0).write_bytes(b"not a zip")
     with pytest.raises(cache.CacheError, match="damaged"):
         cache.load_split(folder)
+
+
+class FixedEncoder:
+    """Gives the API the question vectors of the test instead of a model's."""
+
+    def __init__(self, vectors: dict[str, np.ndarray]):
+        self.vectors = vectors
+
+    def encode_queries(self, texts):
+        return np.stack([self.vectors[t] for t in texts]).astype(np.float32)
+
+
+def test_query_serves_what_eval_measures(graph, neo4j_driver, dataset_label, tmp_path):
+    """The API's K-hop answer on the live graph (Cypher) equals eval's K-hop row on the export
+    (in memory) for the same question and settings: same nodes in the same order, same scores."""
+    from seeder_dgl.api import Retriever
+    from seeder_dgl.retrieval.baselines import KHopRetriever
+
+    live, emb = graph
+    queries, q = _queries(8, emb)
+    memory = MemoryGraph.from_export(export_graph(neo4j_driver, dataset_label, tmp_path / "export", progress=False),
+                                     live)
+    khop_eval = KHopRetriever(memory.arrays, memory.node_emb, memory.rel_emb, num_seeds=3, budgets=(8, 12))
+    encoder = FixedEncoder({query.text: vector for query, vector in zip(queries, q)})
+    with Retriever(dataset_label, method="khop", seeds=3, budgets=(8, 12), exact_seeds=True, seeding="dense",
+                   driver=neo4j_driver, encoder=encoder) as api:
+        for query, vector in zip(queries, q):
+            served = api.retrieve(query.text, k=15)
+            measured = khop_eval.retrieve(vector, 15)
+            assert [n.id for n in served.nodes] == [i for i, _ in measured]
+            np.testing.assert_allclose([n.score for n in served.nodes], [s for _, s in measured], atol=1e-5)
