@@ -105,3 +105,36 @@ def test_query_serves_what_eval_measures(graph, neo4j_driver, dataset_label, tmp
             measured = khop_eval.retrieve(vector, 15)
             assert [n.id for n in served.nodes] == [i for i, _ in measured]
             np.testing.assert_allclose([n.score for n in served.nodes], [s for _, s in measured], atol=1e-5)
+
+
+def test_query_serves_what_eval_measures_with_a_trained_policy(graph, neo4j_driver, dataset_label, tmp_path):
+    """The same with SeedER: a policy trained on this graph ranks the API's live subgraph (node
+    features read from Neo4j) exactly as eval's SeederMethod ranks the in-memory one."""
+    from seeder_dgl.api import Retriever
+    from seeder_dgl.evaluation.evaluate import SeederMethod
+    from seeder_dgl.inference import load_policy
+    from seeder_dgl.training.config import TrainConfig
+    from seeder_dgl.training.trainer import train
+
+    live, emb = graph
+    memory = MemoryGraph.from_export(export_graph(neo4j_driver, dataset_label, tmp_path / "export", progress=False),
+                                     live)
+    queries, q = _queries(40, emb)
+    settings = RetrievalSettings(seeds=3, budgets=(8, 12), exact_seeds=True)
+    extract_split(memory, queries, q, tmp_path / "subgraphs", settings, progress=False)
+    records, query_emb = cache.load_split(tmp_path / "subgraphs")
+    cfg = TrainConfig(dataset=dataset_label, pca_dim=8, hidden_dim=16, num_layers=2, expansion_sizes=(4, 6),
+                      frontier_caps=(10, 20), num_trajectories=4, epochs=1, warmup_epochs=0, device="cpu")
+    result = train(cfg, records[:30], query_emb[:30], records[30:], query_emb[30:], memory.node_emb,
+                   len(live.info.relation_types), tmp_path / "run", progress=False,
+                   relation_types=live.info.relation_types, dataset_meta={"embedding_model": "m"})
+    policy = load_policy(result.best_path, dataset=dataset_label, embedding_model="m", dimension=16)
+    measured = SeederMethod(policy, memory, queries, q, seeds=3, budgets=(8, 12), depth=15)
+    encoder = FixedEncoder({query.text: vector for query, vector in zip(queries, q)})
+    with Retriever(dataset_label, method="seeder", checkpoint=result.best_path, seeds=3, budgets=(8, 12),
+                   exact_seeds=True, seeding="dense", driver=neo4j_driver, encoder=encoder) as api:
+        for i, query in enumerate(queries[:10]):
+            served = api.retrieve(query.text, k=15)
+            expected = measured(i)
+            assert [n.id for n in served.nodes] == [node for node, _ in expected]
+            np.testing.assert_allclose([n.score for n in served.nodes], [s for _, s in expected], atol=1e-4)
