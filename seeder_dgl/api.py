@@ -248,14 +248,17 @@ class Retriever:
                          label=self.graph.label)
 
     def _ppr(self, q: np.ndarray, seeds, k: int):
-        """PPR over a 2-hop neighbourhood read from the live graph (wider K-hop budgets, no policy)."""
-        from seeder_dgl.retrieval.baselines import PPRRetriever
+        """PPR over a 2-hop neighbourhood read from the live graph (wider K-hop budgets, no policy),
+        restarting at the profile's seeds, as eval's PPR row does (not at a dense re-seeding)."""
+        from seeder_dgl.retrieval.baselines import PPRRetriever, seed_key
         from seeder_dgl.retrieval.memory import GraphArrays
 
         sub = self.graph.khop_filter(q, seeds, [200, 800])
         node_emb, _, _ = self.graph.node_features(sub.node_ids)
         local = GraphArrays.from_arrays(sub.num_nodes, sub.src, sub.dst, sub.rel)
-        retriever = PPRRetriever(local, node_emb, self.graph.info.relation_embeddings)
+        retriever = PPRRetriever(local, node_emb, self.graph.info.relation_embeddings, num_seeds=len(seeds))
+        at_seeds = np.flatnonzero(sub.hop == 0)  # K-hop keeps the seeds, in local positions
+        retriever.preset_seeds[seed_key(q)] = (at_seeds, sub.score[at_seeds].astype(np.float64))
         return [(int(sub.node_ids[i]), s) for i, s in retriever.retrieve(q, k)], sub.num_nodes
 
     def _describe(self, ranked: list[tuple[int, float]], seeds: set[int]) -> list[RetrievedNode]:

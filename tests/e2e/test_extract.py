@@ -105,6 +105,11 @@ def test_query_serves_what_eval_measures(graph, neo4j_driver, dataset_label, tmp
             measured = khop_eval.retrieve(vector, 15)
             assert [n.id for n in served.nodes] == [i for i, _ in measured]
             np.testing.assert_allclose([n.score for n in served.nodes], [s for _, s in measured], atol=1e-5)
+            ppr = api.retrieve(query.text, k=15, method="ppr")  # restarts at the same seeds
+            ids = [n.id for n in ppr.nodes]
+            assert len(ids) == len(set(ids)) == 15 and any(n.seed for n in ppr.nodes)
+            assert [n.score for n in ppr.nodes] == sorted((n.score for n in ppr.nodes), reverse=True)
+            assert {n.id for n in ppr.nodes if n.seed} == {n.id for n in served.nodes if n.seed}
 
 
 def test_query_serves_what_eval_measures_with_a_trained_policy(graph, neo4j_driver, dataset_label, tmp_path):
