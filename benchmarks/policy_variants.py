@@ -59,6 +59,8 @@ CHANGES: dict[str, dict] = {
                             "frontier_caps": (40, 80, 120), "path_reward": 1.0},
     "combined_caps_4steps": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                              "frontier_caps": (40, 80, 120, 120), "expansion_sizes": (6, 6, 6, 6)},
+    "combined_caps_lookahead": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                                "frontier_caps": (40, 80, 120), "lookahead": True},
 }
 VARIANTS: dict[str, dict] = {name: {**BASE, **change} for name, change in CHANGES.items()}
 METRICS = ("hit@1", "hit@5", "mrr", "recall@20", "hit@any")

@@ -89,6 +89,18 @@ class NodeInput(nn.Module):
         return h
 
 
+def relation_degrees(src: Tensor, rel: Tensor, num_nodes: int, num_relations: int) -> Tensor:
+    """log(1 + number of edges of each relation type at each node) [n, R], over the whole subgraph.
+
+    The encoder sees only G[V_t ∪ U_t], so without this a frontier node does not know what lies
+    beyond it (a movie with a release year, a person who directed films). Attention normalises
+    over neighbours and cannot count them; this gives the counts directly.
+    """
+    flat = src * num_relations + rel.clamp(0, num_relations - 1)
+    counts = torch.bincount(flat, minlength=num_nodes * num_relations)[: num_nodes * num_relations]
+    return torch.log1p(counts.reshape(num_nodes, num_relations).to(torch.float32))
+
+
 class RelationEncoder(nn.Module):
     """One embedding per relation type: a learnable table, plus projected relation-name embeddings if given.
 
@@ -159,10 +171,13 @@ class SparseGraphTransformer(nn.Module):
 
     def __init__(self, in_dim: int, num_relations: int, hidden_dim: int = 16, num_layers: int = 3, heads: int = 4,
                  dropout: float = 0.1, query_injection: str = "concat", relation_text: Tensor | None = None,
-                 num_hop_buckets: int = 4, num_node_types: int = 0, query_relations: bool = False):
+                 num_hop_buckets: int = 4, num_node_types: int = 0, query_relations: bool = False,
+                 lookahead: bool = False):
         super().__init__()
         self.hidden_dim = hidden_dim
         self.node_input = NodeInput(in_dim, hidden_dim, query_injection, num_hop_buckets, num_node_types)
+        # Relation-degree lookahead (``relation_degrees``), added to the static node input.
+        self.lookahead = nn.Linear(num_relations, hidden_dim, bias=False) if lookahead else None
         self.input_dropout = nn.Dropout(dropout)
         self.relations = RelationEncoder(num_relations, hidden_dim, relation_text,
                                          query_dim=in_dim if query_relations else None)
@@ -171,7 +186,11 @@ class SparseGraphTransformer(nn.Module):
     def static(self, batch: SubgraphBatch) -> Tensor:
         """``NodeInput.static`` of every node of ``batch`` [n, hidden]: compute it once per batch of
         queries and pass it to ``forward`` for every step and trajectory (``SubgraphBatch.origin``)."""
-        return self.node_input.static(batch.x, batch.query, batch.graph_index)
+        out = self.node_input.static(batch.x, batch.query, batch.graph_index)
+        if self.lookahead is not None:
+            degrees = relation_degrees(batch.src, batch.rel, batch.num_nodes, self.lookahead.in_features)
+            out = out + self.lookahead(degrees.to(out.dtype))
+        return out
 
     def forward(self, batch: SubgraphBatch, view: GraphView, selected: Tensor, ops: MessagePassingOps,
                 static: Tensor | None = None) -> Tensor:

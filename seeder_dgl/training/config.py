@@ -62,6 +62,9 @@ class TrainConfig:
     """add a learned embedding of each node's type (from the graph; unseen types share one slot)"""
     query_relations: bool = False
     """condition the relation embeddings on the query (FiLM), so the question picks the relations to follow"""
+    lookahead: bool = False
+    """give each node the log-counts of its relationships by type over the whole subgraph, so the policy
+    sees what lies beyond the frontier (the encoder itself sees only V_t and U_t)"""
     relation_text: bool = False
     """add projected relation-name embeddings to the learnable relation-type embeddings"""
     ablation: str = "full"

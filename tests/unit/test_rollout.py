@@ -1,6 +1,7 @@
 """Sampling, log-probabilities, frontier rule and the full rollout of the SeedER policy."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -287,3 +288,27 @@ def test_path_reward_trains_and_leaves_the_reported_reward_alone(ablation):
     assert (shaped >= objective.reward).all() and (shaped > objective.reward).any()
     if ablation == "full":
         torch.testing.assert_close(objective.advantage, shaped - shaped.mean(1, keepdim=True))
+
+
+def test_relation_degrees_by_hand():
+    from seeder_dgl.model.encoder import relation_degrees
+
+    src = torch.tensor([0, 0, 0, 1, 2, 2])
+    rel = torch.tensor([0, 0, 2, 1, 2, 5])  # 5 is past the table: it counts as the last (unknown) slot
+    expected = torch.log1p(torch.tensor([[2.0, 0, 1], [0, 1, 0], [0, 0, 2], [0, 0, 0]]))
+    torch.testing.assert_close(relation_degrees(src, rel, 4, 3), expected)
+
+
+def test_lookahead_policy_trains_and_sees_beyond_the_frontier():
+    batch = make_batch(6)
+    torch.manual_seed(0)
+    cfg = TrainConfig(hidden_dim=16, num_layers=2, expansion_sizes=(4, 6), frontier_caps=(10, 20), lookahead=True)
+    policy = SeederPolicy.from_config(cfg, in_dim=DIM, num_relations=RELATIONS).double()
+    objective = training_objective(policy, batch, cfg)
+    objective.loss.backward()
+    grad = policy.encoder.lookahead.weight.grad
+    assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0
+    # The static input changes when an edge far from every selected node changes type.
+    static = policy.encoder.static(batch)
+    changed = dataclasses.replace(batch, rel=(batch.rel + 1) % RELATIONS)
+    assert not torch.allclose(static, policy.encoder.static(changed))
