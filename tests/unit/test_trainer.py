@@ -331,10 +331,11 @@ def test_each_dataset_has_a_default_profile_and_metaqa_deep_carries_the_chosen_m
     assert retrieval_profile("metaqa") == retrieval_profile("metaqa", "deep")
     assert retrieval_profile("metaqa").seeding == "fulltext" and retrieval_profile("prime").seeding == "dense"
     deep = command.build_config("metaqa", profile="deep")
-    assert (deep.node_types, deep.query_relations, deep.rank_loss, deep.lr) == (True, True, "listwise", 3e-3)
+    assert (deep.node_types, deep.query_relations, deep.rank_loss, deep.lr, deep.lookahead) == \
+        (True, True, "listwise", 3e-3, True)
     # The paper's setting stays the paper's table, for MetaQA and for STaRK.
     for dataset in ("metaqa", "prime", "mag", "amazon"):
         paper = command.build_config(dataset, profile="paper")
-        assert (paper.node_types, paper.query_relations, paper.rank_loss, paper.query_injection) == \
-            (False, False, "bpr", "concat")
+        assert (paper.node_types, paper.query_relations, paper.rank_loss, paper.query_injection, paper.lookahead) == \
+            (False, False, "bpr", "concat", False)
     assert command.build_config("amazon").lr == 3e-4 and command.build_config("prime").lr == 1e-3
