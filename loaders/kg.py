@@ -47,12 +47,12 @@ def atomic_write(path: str | os.PathLike) -> Iterator[Path]:
 
 # Labels and relationship types are spliced into Cypher (they cannot be parameters),
 # so they are normalised to this alphabet and validated again before use.
-_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
 def is_identifier(name: str) -> bool:
     """True when ``name`` is safe to splice into Cypher as a label or relationship type."""
-    return bool(_IDENTIFIER.match(name))
+    return isinstance(name, str) and _IDENTIFIER.fullmatch(name) is not None  # fullmatch: no trailing newline
 
 
 def to_identifier(name: str) -> str:

@@ -84,3 +84,13 @@ def test_an_unknown_format_is_refused_before_any_connection(tmp_path, monkeypatc
     result = CliRunner().invoke(app, ["query", "films", "who directed Heat", "--format", "xml"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "--format is table, json, triples or cypher" in " ".join(result.output.split())
+
+
+def test_no_spliced_identifier_may_end_in_a_newline():
+    """The shared check behind every label and type the project splices into Cypher."""
+    from loaders.kg import is_identifier
+    from seeder_dgl.graphstore.cypher import CypherTemplateError, query
+
+    assert is_identifier("KG_x") and not is_identifier("KG_x\n") and not is_identifier(None)
+    with pytest.raises(CypherTemplateError):
+        query("retrieval/triples", dataset="KG_x\n")
