@@ -9,12 +9,13 @@ export DGLBACKEND ?= pytorch
 
 .PHONY: setup system-deps neo4j-jars demo test bench clean-neo4j
 
-# Java 17 runs Neo4j 5.26, Maven fetches it; the page of `seeder-dgl serve` is tested in a headless
-# Chromium driven through chromedriver. Installed from Debian when missing (needs root).
+# Java 17 runs Neo4j 5.26, Maven fetches it and builds seeder-dgl's procedures (javac: the JDK); the
+# page of `seeder-dgl serve` is tested in a headless Chromium driven through chromedriver. Installed
+# from Debian when missing (needs root).
 system-deps:
-	@command -v java >/dev/null && command -v mvn >/dev/null || { \
-	  echo "installing Java 17 and Maven from Debian packages"; \
-	  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null; }
+	@command -v javac >/dev/null && command -v mvn >/dev/null || { \
+	  echo "installing Java 17 (JDK) and Maven from Debian packages"; \
+	  apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null; }
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  echo "installing Chromium and its driver from Debian packages"; \
 	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; }

@@ -1,12 +1,13 @@
-"""Seeding + K-hop-with-filtering latency through Cypher, side by side with the in-memory
-reference on the same queries, the vector index's recall against exact search, and a
-concurrency run (8 clients, 60 s).
+"""Seeding + K-hop-with-filtering latency on the live graph, through seeder-dgl's procedures and
+through Cypher side by side, with the in-memory reference on the same queries, the vector index's
+recall against exact search, and a concurrency run (8 clients, 60 s) for each path.
 
     python benchmarks/bench_retrieval.py --dataset metaqa
     python benchmarks/bench_retrieval.py --dataset synthetic_prime_scale   # after bench_ingest.py --keep
 
 MetaQA uses its real validation questions (MiniLM); the synthetic graph uses queries near random
-nodes. Writes benchmarks/results/retrieval-<dataset>.{json,md}.
+nodes. The server needs the procedures for the procedure rows (`seeder-dgl neo4j start` installs
+them; `--khop cypher` leaves them out). Writes benchmarks/results/retrieval-<dataset>.{json,md}.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from seeder_dgl.datasets import cache_root  # noqa: E402
 from seeder_dgl.graphstore.connection import open_driver  # noqa: E402
 from seeder_dgl.graphstore.export import export_graph  # noqa: E402
 from seeder_dgl.graphstore.live import LiveGraph  # noqa: E402
+from seeder_dgl.graphstore.procedures import khop_engine  # noqa: E402
 from seeder_dgl.graphstore.seeding import seed  # noqa: E402
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter  # noqa: E402
 
@@ -47,6 +49,56 @@ def query_embeddings(dataset: str, graph: LiveGraph, node_emb: np.ndarray, count
     return [""] * count, q / np.linalg.norm(q, axis=1, keepdims=True)
 
 
+def short(setting: str) -> str:
+    """``procedure`` or ``cypher-<partitions>``, in words."""
+    if setting == "procedure":
+        return "procedure"
+    parts = int(setting.split("-")[1])
+    return f"Cypher, {parts} partition{'s' if parts > 1 else ''}"
+
+
+def describe(setting: str) -> str:
+    """A table row's name for a setting."""
+    if setting == "procedure":
+        return "procedure on the live graph (seeder.khop: all hops in one call)"
+    return f"Cypher on the live graph, hops in {short(setting).split(', ')[1]}"
+
+
+def concurrency(graph: LiveGraph, seeds_of, queries: np.ndarray, budgets: list[int], clients: int,
+                seconds: float) -> dict:
+    """``clients`` threads sharing one driver (its pool), each looping over the queries."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    stop_at = time.perf_counter() + seconds
+
+    def client(offset: int) -> None:
+        i = offset
+        while time.perf_counter() < stop_at:
+            q = queries[i % len(queries)]
+            t = time.perf_counter()
+            try:
+                graph.khop_filter(q, seeds_of(graph, i % len(queries)), budgets)
+            except Exception as exc:  # counted, not raised: the run reports them
+                with lock:
+                    errors.append(str(exc)[:200])
+            else:
+                with lock:
+                    latencies.append((time.perf_counter() - t) * 1000)
+            i += 7
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    t0 = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    return {"clients": clients, "seconds": round(wall, 1), "completed": len(latencies),
+            "throughput_qps": len(latencies) / wall, "p50_ms": percentile(latencies, 50),
+            "p95_ms": percentile(latencies, 95), "errors": len(errors), "first_error": errors[:1]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="metaqa")
@@ -57,9 +109,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--profile", default=None, help="use a dataset profile's seeds/budgets/seeding (e.g. deep)")
     parser.add_argument("--seeding", default="dense", choices=["dense", "fulltext", "hybrid"])
+    parser.add_argument("--khop", default="procedure,cypher",
+                        help="K-hop paths to time side by side: procedure (seeder-dgl's procedures) and cypher "
+                             "(once per --partitions setting)")
     parser.add_argument("--partitions", default="1,2",
-                        help="hop partitions to time side by side (LiveGraph hop_partitions); the last one "
-                             "also runs the concurrency test")
+                        help="hop partitions of the Cypher path to time side by side (LiveGraph hop_partitions); "
+                             "the last one also runs the concurrency test")
     parser.add_argument("--tag", default=None, help="suffix of the results file, to keep several runs")
     parser.add_argument("--warmup-passes", type=int, default=1,
                         help="untimed passes over all queries first (the first one is reported on its own)")
@@ -71,11 +126,23 @@ def main() -> None:
         prof = retrieval_profile(args.dataset, args.profile)
         args.seeds, args.budgets, args.seeding = prof.seeds, ",".join(map(str, prof.budgets)), prof.seeding
     budgets = [int(b) for b in args.budgets.split(",")]
-
+    engines = args.khop.split(",")
+    if not engines or set(engines) - {"procedure", "cypher"}:
+        parser.error(f"--khop takes procedure and/or cypher, not {args.khop!r}")
     partitions = [int(p) for p in args.partitions.split(",")]
+
     driver = open_driver()
-    lives = {p: LiveGraph(driver, args.dataset, hop_partitions=p) for p in partitions}
-    live = lives[partitions[-1]]
+    graphs: dict[str, LiveGraph] = {}
+    if "procedure" in engines:
+        khop_engine(driver, setting="procedure")  # a one-line error now when the server has none
+        graphs["procedure"] = LiveGraph(driver, args.dataset, khop="procedure")
+    if "cypher" in engines:
+        graphs.update({f"cypher-{p}": LiveGraph(driver, args.dataset, hop_partitions=p, khop="cypher")
+                       for p in partitions})
+    settings = list(graphs)
+    # The concurrency run: the procedure, and Cypher with the last partition setting.
+    loaded = [s for s in settings if s == "procedure" or s == f"cypher-{partitions[-1]}"]
+    live = graphs[settings[0]]
     live.check_ready()
     t0 = time.perf_counter()
     export = export_graph(driver, args.dataset, cache_root() / args.dataset / "export", progress=False)
@@ -83,129 +150,107 @@ def main() -> None:
     print(f"export + CSR: {time.perf_counter() - t0:.1f} s", flush=True)
     texts, queries = query_embeddings(args.dataset, live, export.node_emb, args.queries, seed=0)
 
-    def live_seeds(i: int):
-        return seed(live, texts[i], queries[i], args.seeds, args.seeding)
+    def seeds_of(graph: LiveGraph, i: int):
+        return seed(graph, texts[i], queries[i], args.seeds, args.seeding)
 
     # Warm-up: whole passes over the queries before anything is timed. Right after a restart the
     # JVM is still compiling the hot paths, and on two cores its compiler threads compete with the
     # queries (MetaQA: p50 40.9 ms in the first pass, 32.2 ms after it). The first pass is timed
     # too and reported on its own: it is what the first queries after a restart see.
-    warmup_ms: list[float] = []
+    warmup_ms: dict[str, list[float]] = {s: [] for s in settings}
     for n in range(args.warmup_passes):
         for i, q in enumerate(queries):
-            t = time.perf_counter()
-            live.khop_filter(q, live_seeds(i), budgets)
-            if n == 0:
-                warmup_ms.append((time.perf_counter() - t) * 1000)
+            for name in settings:
+                t = time.perf_counter()
+                graphs[name].khop_filter(q, seeds_of(graphs[name], i), budgets)
+                if n == 0:
+                    warmup_ms[name].append((time.perf_counter() - t) * 1000)
     if not args.warmup_passes:
         for i in range(min(10, len(queries))):  # at least the query plans
-            live.khop_filter(queries[i], live_seeds(i), budgets)
-    cypher_ms: dict[int, list[float]] = {p: [] for p in partitions}
-    live_seed_lists, subgraphs = [], []
-    # Cypher first, then the in-memory reference: interleaved per query, the reference's scans of
-    # the whole embedding matrix would evict the server's working set from the CPU caches.
+            for name in settings:
+                graphs[name].khop_filter(queries[i], seeds_of(graphs[name], i), budgets)
+    timed_ms: dict[str, list[float]] = {s: [] for s in settings}
+    runs: dict[str, list] = {s: [] for s in settings}
+    # The live paths first, then the in-memory reference: interleaved per query, the reference's
+    # scans of the whole embedding matrix would evict the server's working set from the CPU caches.
     for i, q in enumerate(queries):
         # Every setting runs each query in turn (rotating who goes first), so they share the load.
-        for j in range(len(partitions)):
-            p = partitions[(i + j) % len(partitions)]
+        for j in range(len(settings)):
+            name = settings[(i + j) % len(settings)]
             t = time.perf_counter()
-            seeds = live_seeds(i)
-            got = lives[p].khop_filter(q, seeds, budgets)
-            cypher_ms[p].append((time.perf_counter() - t) * 1000)
-            if p == partitions[-1]:
-                live_seed_lists.append(seeds)
-                subgraphs.append(got)
-    memory_ms, recall, sizes, same_sets = [], [], [], 0
-    for q, seeds, sub in zip(queries, live_seed_lists, subgraphs):
+            seeds = seeds_of(graphs[name], i)
+            got = graphs[name].khop_filter(q, seeds, budgets)
+            timed_ms[name].append((time.perf_counter() - t) * 1000)
+            runs[name].append((seeds, got))
+    memory_ms, recall, sizes = [], [], []
+    same_sets = {s: 0 for s in settings}
+    for i, q in enumerate(queries):
         t = time.perf_counter()
         if args.seeding == "dense":
             ids, sims = dense_topk(export.node_emb, q, args.seeds)
         else:  # full-text hits come from Neo4j's index either way; the K-hop is what is compared
+            seeds = runs[settings[0]][i][0]
             ids, sims = np.array([s for s, _ in seeds], np.int64), np.array([v for _, v in seeds])
-        ref = khop_filter(arrays, export.node_emb, export.relation_emb, q, ids, budgets, seed_scores=sims)
+        khop_filter(arrays, export.node_emb, export.relation_emb, q, ids, budgets, seed_scores=sims)
         memory_ms.append((time.perf_counter() - t) * 1000)
-        exact_ids = dense_topk(export.node_emb, q, args.seeds)[0] if args.seeding == "dense" else ids
-        recall.append(len(set(s for s, _ in seeds) & set(exact_ids.tolist())) / max(args.seeds, 1))
-        same_sets += set(sub.node_ids.tolist()) == set(ref.node_ids.tolist())
-        sizes.append(sub.num_nodes)
+        live_seeds = runs[settings[0]][i][0]
+        recall.append(len({s for s, _ in live_seeds} & set(ids.tolist())) / max(args.seeds, 1))
+        for name in settings:  # exactness: the reference from the very seeds the live path had
+            seeds, got = runs[name][i]
+            ref = khop_filter(arrays, export.node_emb, export.relation_emb, q, [s for s, _ in seeds], budgets,
+                              seed_scores=[v for _, v in seeds], with_edges=False)
+            same_sets[name] += set(got.node_ids.tolist()) == set(ref.node_ids.tolist())
+        sizes.append(runs[settings[0]][i][1].num_nodes)
 
-    # Concurrency: clients share one driver (its pool), each loops over the queries.
-    latencies: list[float] = []
-    errors: list[str] = []
-    lock = threading.Lock()
-    stop_at = time.perf_counter() + args.seconds
-
-    def client(offset: int) -> None:
-        i = offset
-        while time.perf_counter() < stop_at:
-            q = queries[i % len(queries)]
-            t = time.perf_counter()
-            try:
-                live.khop_filter(q, live_seeds(i % len(queries)), budgets)
-            except Exception as exc:  # counted, not raised: the run reports them
-                with lock:
-                    errors.append(str(exc)[:200])
-            else:
-                with lock:
-                    latencies.append((time.perf_counter() - t) * 1000)
-            i += 7
-
-    threads = [threading.Thread(target=client, args=(c,)) for c in range(args.clients)]
-    t0 = time.perf_counter()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    wall = time.perf_counter() - t0
+    loads = {name: concurrency(graphs[name], seeds_of, queries, budgets, args.clients, args.seconds)
+             for name in loaded}
     probe_after = cpu_probe()
 
+    def p50_p95(values: list[float]) -> dict:
+        return {"p50": percentile(values, 50), "p95": percentile(values, 95)}
+
+    memory = p50_p95(memory_ms)
+    latency = {name: p50_p95(v) for name, v in timed_ms.items()}
+    first = {name: p50_p95(v) for name, v in warmup_ms.items()} if args.warmup_passes else None
     result = {
         "cpu_probe_ms": {"before": probe_before, "after": probe_after},
         "machine": machine(), "dataset": args.dataset, "queries": len(queries), "seeds": args.seeds,
         "seeding": args.seeding, "profile": args.profile,
         "budgets": budgets, "mean_subgraph_nodes": float(np.mean(sizes)),
-        "hop_partitions": partitions, "warmup_passes": args.warmup_passes,
-        "first_pass_ms": {"p50": percentile(warmup_ms, 50), "p95": percentile(warmup_ms, 95)} if warmup_ms else None,
-        "cypher_ms": {"p50": percentile(cypher_ms[partitions[-1]], 50),
-                      "p95": percentile(cypher_ms[partitions[-1]], 95)},
-        "cypher_ms_by_partitions": {str(p): {"p50": percentile(v, 50), "p95": percentile(v, 95)}
-                                    for p, v in cypher_ms.items()},
-        "memory_ms": {"p50": percentile(memory_ms, 50), "p95": percentile(memory_ms, 95)},
-        "ratio_p50_cypher_over_memory": percentile(cypher_ms[partitions[-1]], 50) / percentile(memory_ms, 50),
+        "khop_settings": settings, "warmup_passes": args.warmup_passes,
+        "latency_ms": latency, "first_pass_ms": first, "memory_ms": memory,
+        "ratio_p50_over_memory": {name: v["p50"] / memory["p50"] for name, v in latency.items()},
         "index_recall_at_k0": float(np.mean(recall)) if args.seeding == "dense" else None,
-        "same_node_set_fraction": same_sets / len(queries),
-        "concurrency": {"clients": args.clients, "seconds": round(wall, 1), "completed": len(latencies),
-                        "throughput_qps": len(latencies) / wall, "p50_ms": percentile(latencies, 50),
-                        "p95_ms": percentile(latencies, 95), "errors": len(errors), "first_error": errors[:1]},
+        "same_node_set_fraction": {name: n / len(queries) for name, n in same_sets.items()},
+        "concurrency": loads,
     }
-    m, cc = result["memory_ms"], result["concurrency"]
+    command = (f"python benchmarks/bench_retrieval.py --dataset {args.dataset}"
+               + (f" --profile {args.profile}" if args.profile else "")
+               + (f" --khop {args.khop}" if args.khop != "procedure,cypher" else "")
+               + (f" --warmup-passes {args.warmup_passes}" if args.warmup_passes != 1 else ""))
     md = "\n".join([
         f"# Retrieval latency on {args.dataset} ({len(queries)} queries, {args.seeding} seeding, k0={args.seeds}, "
         f"budgets {budgets}, B={args.seeds + sum(budgets)})", "",
-        f"Machine: {result['machine']['cpu']}, {result['machine']['cores']} cores. "
-        f"Command: `python benchmarks/bench_retrieval.py --dataset {args.dataset}"
-        + (f" --profile {args.profile}" if args.profile else "")
-        + (f" --warmup-passes {args.warmup_passes}" if args.warmup_passes != 1 else "") + "`.", "",
-        "| seeding + K-hop-with-filtering | p50 ms | p95 ms |", "|---|---|---|",
-        *[f"| Cypher on the live graph, hops in {p} partition{'s' if p > 1 else ''} | "
-          f"{result['cypher_ms_by_partitions'][str(p)]['p50']:.1f} | "
-          f"{result['cypher_ms_by_partitions'][str(p)]['p95']:.1f} |" for p in partitions],
-        *([f"| first pass after start-up, {partitions[-1]} partitions (warm-up, not in the rows above) | "
-           f"{result['first_pass_ms']['p50']:.1f} | {result['first_pass_ms']['p95']:.1f} |"] if warmup_ms else []),
-        f"| in-memory reference (same queries) | {m['p50']:.1f} | {m['p95']:.1f} |",
-        f"| ratio Cypher ({partitions[-1]} partitions) / in-memory (p50) | "
-        f"{result['ratio_p50_cypher_over_memory']:.1f}x | |", "",
+        f"Machine: {result['machine']['cpu']}, {result['machine']['cores']} cores. Command: `{command}`.", "",
+        "| seeding + K-hop-with-filtering | p50 ms | p95 ms | / in-memory (p50) |", "|---|---|---|---|",
+        *[f"| {describe(name)} | {latency[name]['p50']:.1f} | {latency[name]['p95']:.1f} | "
+          f"{result['ratio_p50_over_memory'][name]:.1f}x |" for name in settings],
+        f"| in-memory reference (same queries) | {memory['p50']:.1f} | {memory['p95']:.1f} | |",
+        *([f"| first pass after start-up, {short(name)} (warm-up, not in the rows above) | "
+           f"{first[name]['p50']:.1f} | {first[name]['p95']:.1f} | |" for name in settings] if first else []), "",
         f"After {args.warmup_passes} warm-up pass{'es' if args.warmup_passes != 1 else ''} over all queries, "
-        "each query ran once per Cypher setting, in rotating order, so the settings shared the same load; "
-        "the in-memory reference then ran the same queries.", "",
+        "each query ran once per setting, in rotating order, so the settings shared the same load; "
+        "the in-memory reference then ran the same queries. Every row includes seeding (the same "
+        "Cypher statements on every path) and reading the subgraph's relationships.", "",
         (f"Vector index recall@{args.seeds} against exact search: {result['index_recall_at_k0']:.3f}. "
          if args.seeding == "dense" else f"Seeds: {args.seeding} (no vector-index recall to measure). ") +
-        f"Same node set as the reference: {result['same_node_set_fraction']:.3f} of queries "
-        "(differences come from approximate index seeds). "
-        f"Mean subgraph: {result['mean_subgraph_nodes']:.0f} nodes.", "",
-        f"Concurrency ({partitions[-1]} partitions): {cc['clients']} clients for {cc['seconds']} s: {cc['completed']} queries, "
-        f"{cc['throughput_qps']:.1f} queries/s, p50 {cc['p50_ms']:.1f} ms, p95 {cc['p95_ms']:.1f} ms, "
-        f"{cc['errors']} errors.", "", probe_line(probe_before, probe_after),
+        "Same node set as the reference K-hop from the same seeds: "
+        + ", ".join(f"{short(name)} {result['same_node_set_fraction'][name]:.3f}" for name in settings)
+        + f" of queries. Mean subgraph: {result['mean_subgraph_nodes']:.0f} nodes.", "",
+        "\n\n".join(f"Concurrency, {short(name)}: {c['clients']} clients for {c['seconds']} s: {c['completed']} "
+                     f"queries, {c['throughput_qps']:.1f} queries/s, p50 {c['p50_ms']:.1f} ms, p95 {c['p95_ms']:.1f} ms, "
+                     f"{c['errors']} errors." for name, c in loads.items()), "",
+        probe_line(probe_before, probe_after),
     ])
     print(md)
     write_result(f"retrieval-{args.dataset}" + (f"-{args.profile}" if args.profile else "")

@@ -22,6 +22,8 @@ CYPHER_DIR = PACKAGE_DIR / "cypher"
 """Every Cypher statement (``cypher/`` at the top of the checkout; package data in a wheel)."""
 NEO4J_POM = PACKAGE_DIR / "neo4j" / "pom.xml"
 """The Maven file that names the Neo4j 5.26 server jars (``neo4j/pom.xml`` in the checkout)."""
+NEO4J_PROCEDURES = PACKAGE_DIR / "neo4j" / "procedures"
+"""The Java sources and Maven file of seeder-dgl's Neo4j procedures (``neo4j/procedures/``)."""
 
 
 def source_checkout() -> Path | None:

@@ -6,6 +6,9 @@ run against a real Neo4j. The Neo4j server for the whole session comes from, in 
 3. the project's own local server (``LocalNeo4j``), in its own instance folder and port, started
    here and stopped at the end of the session.
 
+The servers of 2 and 3 get seeder-dgl's procedures (the jar built once per version of their
+sources): tests of K-hop run on both paths (``khop_engine``).
+
 In CI (``CI=true``) a Neo4j test never skips: if no server can be had the session fails loudly.
 """
 from __future__ import annotations
@@ -64,8 +67,13 @@ def _docker_answers() -> bool:
 def _start_testcontainer(stack: list) -> Neo4jTarget:
     from testcontainers.neo4j import Neo4jContainer
 
+    from seeder_dgl.graphstore.procedures import build_jar
+    from seeder_dgl.graphstore.server import ServerSettings, default_home
+
     container = Neo4jContainer(NEO4J_IMAGE, password="seeder-dgl").with_env(
         "NEO4J_db_memory_transaction_max", TEST_TX_MEMORY)
+    plugins = build_jar(ServerSettings(home=default_home()).plugins_cache).parent
+    container.with_volume_mapping(str(plugins), "/plugins")
     container.start()
     stack.append(container.stop)
     return Neo4jTarget(container.get_connection_url(), "neo4j", "seeder-dgl", "testcontainers")
@@ -140,6 +148,32 @@ def neo4j_env(neo4j_target, monkeypatch):
     monkeypatch.setenv("NEO4J_USER", neo4j_target.user)
     monkeypatch.setenv("NEO4J_PASSWORD", neo4j_target.password)
     return neo4j_target
+
+
+@pytest.fixture
+def own_env(tmp_path, neo4j_env, monkeypatch):
+    """CLI tests: caches and runs under ``tmp_path``, NEO4J_* pointing at the test server."""
+    monkeypatch.setenv("SEEDER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SEEDER_RUNS", str(tmp_path / "runs"))
+    return tmp_path
+
+
+@pytest.fixture(scope="session")
+def seeder_procedures(neo4j_driver):
+    """Requires seeder-dgl's procedures on the server, which every server this session starts has."""
+    from seeder_dgl.graphstore.procedures import server_has_procedures
+
+    if not server_has_procedures(neo4j_driver):
+        _fail_or_skip("the Neo4j server has no seeder-dgl procedures (neo4j/procedures/): install the jar "
+                      "`seeder-dgl neo4j plugin` builds")
+
+
+@pytest.fixture(params=["cypher", "procedure"])
+def khop_engine(request):
+    """Each K-hop implementation LiveGraph can use (its ``khop`` argument)."""
+    if request.param == "procedure":
+        request.getfixturevalue("seeder_procedures")
+    return request.param
 
 
 @pytest.fixture

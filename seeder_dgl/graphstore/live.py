@@ -1,7 +1,10 @@
-"""Retrieval on the live graph: dense seeding and K-hop-with-filtering run as Cypher in Neo4j.
+"""Retrieval on the live graph: dense seeding and K-hop-with-filtering run in Neo4j.
 
 Whatever is in the database at query time is what gets retrieved: nodes and relationships
-added after training (``seeder-dgl upsert``) are seen by the next query.
+added after training (``seeder-dgl upsert``) are seen by the next query. K-hop and exact seeding
+run in seeder-dgl's procedures when the server has them (``graphstore.procedures``, one call for
+all hops), else as Cypher statements (one query per hop); both select the same nodes. Every
+statement here only reads, and runs in READ access mode, so a cluster may route it to a reader.
 """
 from __future__ import annotations
 
@@ -10,12 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from neo4j import Driver
+from neo4j import READ_ACCESS, Driver, RoutingControl
 from neo4j.exceptions import DriverError, Neo4jError
 
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet, slots
+from seeder_dgl.graphstore.procedures import khop_engine, khop_setting
 from seeder_dgl.graphstore.sketch import query_sketch
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -36,6 +40,8 @@ class DatasetInfo:
     num_nodes: int
     num_relationships: int
     status: str
+    relation_prior: str | None = None
+    """The learned relation prior stored in the record (JSON; ``retrieval.relation_prior``), or None."""
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -62,19 +68,29 @@ _HOP_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="seeder-hop")
 class LiveGraph:
     """One ingested dataset in Neo4j, seen through the project's Cypher statements.
 
-    ``hop_partitions``: each K-hop hop after the first is split into that many concurrent queries
-    by internal node id (exact: see cypher/retrieval/khop_hop.cypher). Neo4j Community runs one
-    query on one core, and scoring a hub's neighbourhood is the slow part of a query; 1 turns this off.
+    ``khop``: ``procedure``, ``cypher`` or ``auto`` (the default, from ``SEEDER_KHOP``): run K-hop
+    and exact seeding in seeder-dgl's procedures, as Cypher statements, or in the procedures when
+    the server has them (asked once per driver, on first use).
+    ``hop_partitions`` (Cypher only): each K-hop hop after the first is split into that many
+    concurrent queries by internal node id (exact: see cypher/retrieval/khop_hop.cypher). Neo4j
+    Community runs one query on one core, and scoring a hub's neighbourhood is the slow part of a
+    query; 1 turns this off.
     """
 
     def __init__(self, driver: Driver, dataset: str, database: str | None = None,
-                 hop_partitions: int | None = None):
+                 hop_partitions: int | None = None, khop: str | None = None):
         self.driver = driver
         self.database = database
         self.hop_partitions = default_hop_partitions() if hop_partitions is None else int(hop_partitions)
         if self.hop_partitions < 1:
             raise LiveGraphError(f"hop_partitions must be at least 1, not {self.hop_partitions}")
+        self.khop_setting = khop_setting(khop)
         self._set_info(self._load_info(dataset))
+
+    @property
+    def khop_engine(self) -> str:
+        """``procedure`` or ``cypher``: what runs K-hop and exact seeding for this graph."""
+        return khop_engine(self.driver, self.database, self.khop_setting)
 
     def _set_info(self, info: DatasetInfo) -> None:
         self.info = info
@@ -96,7 +112,7 @@ class LiveGraph:
         return True
 
     def _run(self, statement: str, what: str, **params) -> list:
-        """The records of one read statement, as an auto-commit query in a short session.
+        """The records of one read statement, as an auto-commit query in a short READ session.
 
         Retrieval only reads, and one query costs a few milliseconds, so the round trips count:
         ``driver.execute_query`` opens a managed transaction (BEGIN, RUN, COMMIT) with bookmark
@@ -104,7 +120,8 @@ class LiveGraph:
         """
         text = query(statement, **({"dataset": self.label} if "dataset" in slots(statement) else {}))
         try:
-            with self.driver.session(database=self.database, **ID_FUNCTION_SESSION) as session:
+            with self.driver.session(database=self.database, default_access_mode=READ_ACCESS,
+                                     **ID_FUNCTION_SESSION) as session:
                 return list(session.run(text, quiet(params)))
         except (Neo4jError, DriverError, OSError) as exc:
             raise LiveGraphError(describe_neo4j_error(exc, what)) from exc
@@ -116,11 +133,13 @@ class LiveGraph:
 
     def _load_info(self, dataset: str) -> DatasetInfo:
         try:
-            records = self.driver.execute_query(query("dataset/get"), name=dataset, database_=self.database).records
+            records = self.driver.execute_query(query("dataset/get"), name=dataset, database_=self.database,
+                                                routing_=RoutingControl.READ).records
         except (Neo4jError, DriverError, OSError) as exc:
             raise LiveGraphError(describe_neo4j_error(exc, f"reading dataset {dataset!r}")) from exc
         if not records:
-            known = [r["name"] for r in self.driver.execute_query(query("dataset/list"), database_=self.database).records]
+            known = [r["name"] for r in self.driver.execute_query(query("dataset/list"), database_=self.database,
+                                                                  routing_=RoutingControl.READ).records]
             hint = f"ingested here: {', '.join(known)}" if known else "nothing is ingested yet"
             raise LiveGraphError(f"dataset {dataset!r} is not in Neo4j ({hint}): run `seeder-dgl ingest {dataset}`")
         m = records[0]["meta"]
@@ -128,7 +147,7 @@ class LiveGraph:
         rel = np.asarray(m.get("relation_embeddings") or [], dtype=np.float32).reshape(-1, dim)
         return DatasetInfo(dataset, m["label"], dim, m["model"], list(m["relation_names"]),
                            list(m["relation_types"]), rel, int(m["num_nodes"]), int(m["num_relationships"]),
-                           m.get("status", "unknown"))
+                           m.get("status", "unknown"), m.get("relation_prior"))
 
     # ---- readiness --------------------------------------------------------------------------
     def check_ready(self) -> None:
@@ -156,11 +175,14 @@ class LiveGraph:
     # ---- seeding ----------------------------------------------------------------------------
     def dense_seeds(self, embedding: np.ndarray, k: int, exact: bool = False,
                     candidates: int = 100) -> list[tuple[int, float]]:
-        """Top-k nodes by cosine: the vector index (searched ``candidates`` wide), or an exact scan."""
+        """Top-k nodes by cosine: the vector index (searched ``candidates`` wide), or an exact scan
+        (in float64 in the procedure, in float32 in Cypher)."""
         if k <= 0:
             return []
         vec = self.query_vector(embedding)
-        if exact:
+        if exact and self.khop_engine == "procedure":
+            rows = self._run("procedure/exact_seeds", "exact dense seeding", label=self.label, k=int(k), embedding=vec)
+        elif exact:
             rows = self._run("seeding/exact", "exact dense seeding", k=int(k), embedding=vec)
         else:
             rows = self._run("seeding/dense", "dense seeding", index=self.index, k=int(k),
@@ -174,30 +196,62 @@ class LiveGraph:
 
     # ---- K-hop-with-filtering ---------------------------------------------------------------
     def khop_filter(self, embedding: np.ndarray, seeds: list[tuple[int, float]], budgets: list[int],
-                    with_edges: bool = True) -> QuerySubgraph:
-        """Seeds plus, hop by hop, the best ``budgets[h]`` neighbours of the frontier (method.md step 3)."""
+                    with_edges: bool = True, relation_scores: np.ndarray | None = None) -> QuerySubgraph:
+        """Seeds plus, hop by hop, the best ``budgets[h]`` neighbours of the frontier (method.md step 3).
+
+        ``relation_scores`` [hops, R] (a learned relation prior's, columns in the record's relation
+        order) replace sim(q, r) hop by hop.
+        """
         vec = self.query_vector(embedding)
-        rel_sim = self.relation_similarity(embedding)
+        budgets = [int(b) for b in budgets]
+        if relation_scores is None:
+            rel_sim = [self.relation_similarity(embedding)] * len(budgets)
+        else:
+            rel_sim = [{t: float(v) for t, v in zip(self.info.relation_types, row)}
+                       for row in np.asarray(relation_scores, dtype=np.float64)[:len(budgets)]]
+        if self.khop_engine == "procedure":
+            added, edges = self._expand_in_procedure(vec, seeds, budgets, rel_sim, with_edges)
+        else:
+            added, edges = self._expand_in_cypher(vec, seeds, budgets, rel_sim), None
+        node_ids = np.asarray([s for s, _ in seeds] + [node for node, _, _ in added], dtype=np.int64)
+        hops = [0] * len(seeds) + [h for _, h, _ in added]
+        scores = [sim for _, sim in seeds] + [score for _, _, score in added]
+        if not with_edges:
+            src, dst, rel = (np.zeros(0, np.int64),) * 3
+        else:
+            src, dst, rel = self.induced_edges(node_ids) if edges is None else self._local_edges(node_ids, edges)
+        return QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
+                             score=np.asarray(scores, dtype=np.float32), src=src, dst=dst, rel=rel)
+
+    def _expand_in_procedure(self, vec: list[float], seeds: list[tuple[int, float]], budgets: list[int],
+                             rel_sim: list[dict[str, float]], with_edges: bool) -> tuple[list[tuple[int, int, float]], dict]:
+        """(id, hop, score) of the nodes every hop adds, and the relationships among all selected
+        nodes (``sources``, ``targets``, ``relations``), from one call of seeder.khop."""
+        added = self._lists("procedure/khop", "K-hop expansion", label=self.label, embedding=vec,
+                            seeds=[{"id": s, "similarity": sim} for s, sim in seeds], budgets=budgets,
+                            relation_similarity=rel_sim, with_edges=with_edges)
+        rows = [(int(i), int(h), float(score)) for i, h, score in zip(added["ids"], added["hops"], added["scores"])]
+        return rows, added
+
+    def _expand_in_cypher(self, vec: list[float], seeds: list[tuple[int, float]], budgets: list[int],
+                          rel_sim: list[dict[str, float]]) -> list[tuple[int, int, float]]:
+        """(id, hop, score) of the nodes every hop adds, one cypher/retrieval/khop_hop.cypher per hop
+        (``rel_sim``: the relation terms of each hop)."""
         sketched = query_sketch(vec)
-        ids = [s for s, _ in seeds]
-        hops = [0] * len(ids)
-        scores = [sim for _, sim in seeds]
+        selected = {s for s, _ in seeds}
         frontier = [{"id": s, "similarity": sim} for s, sim in seeds]
+        added: list[tuple[int, int, float]] = []
         for h, limit in enumerate(budgets, start=1):
             if not frontier or limit <= 0:
                 break
             # The first hop starts from the few seeds; later frontiers reach hubs.
             parts = 1 if h == 1 else self.hop_partitions
-            rows = self._hop(parts, f"K-hop expansion, hop {h}", set(ids), int(limit), frontier=frontier,
-                             relation_similarity=rel_sim, embedding=vec, **sketched)
+            rows = self._hop(parts, f"K-hop expansion, hop {h}", selected, limit, frontier=frontier,
+                             relation_similarity=rel_sim[h - 1], embedding=vec, **sketched)
             frontier = [{"id": node, "similarity": sim} for node, sim, _ in rows]
-            ids.extend(node for node, _, _ in rows)
-            hops.extend([h] * len(rows))
-            scores.extend(score for _, _, score in rows)
-        node_ids = np.asarray(ids, dtype=np.int64)
-        src, dst, rel = self.induced_edges(node_ids) if with_edges else (np.zeros(0, np.int64),) * 3
-        return QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
-                             score=np.asarray(scores, dtype=np.float32), src=src, dst=dst, rel=rel)
+            selected.update(node for node, _, _ in rows)
+            added.extend((node, h, score) for node, _, score in rows)
+        return added
 
     def _hop(self, partitions: int, what: str, selected: set[int], limit: int,
              **params) -> list[tuple[int, float, float]]:
@@ -225,8 +279,12 @@ class LiveGraph:
         if len(node_ids) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
-        edges = self._lists("retrieval/induced_edges", "reading the subgraph's relationships",
-                            ids=[int(i) for i in node_ids])
+        return self._local_edges(node_ids, self._lists("retrieval/induced_edges", "reading the subgraph's relationships",
+                                                       ids=[int(i) for i in node_ids]))
+
+    def _local_edges(self, node_ids: np.ndarray, edges: dict[str, list]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``edges`` (lists of source ids, target ids and relation types, each stored relationship
+        once) as local (src, dst, relation id), both directions."""
         local = {int(n): i for i, n in enumerate(node_ids)}
         src, dst, rel = [], [], []
         for source, target, relation in zip(edges["sources"], edges["targets"], edges["relations"]):
@@ -288,3 +346,18 @@ class LiveGraph:
                            candidates=int(candidates), embedding=self.query_vector(embedding))
         return [{"id": int(i), "name": name, "text_score": float(text), "similarity": float(sim)}
                 for i, name, text, sim in zip(hits["ids"], hits["names"], hits["text_scores"], hits["similarities"])]
+
+    # ---- neighbourhoods for PPR, PCST and beam (graphstore.neighbourhood) ------------------------
+    def ego_graph(self, embedding: np.ndarray, seeds: list[tuple[int, float]], hops: int = 2,
+                  max_nodes: int = 2000):
+        """The seeds' BFS neighbourhood as ``MemoryGraph.ego_graph`` builds it (``EgoGraph``)."""
+        from seeder_dgl.graphstore.neighbourhood import live_ego_graph
+
+        return live_ego_graph(self, embedding, seeds, hops, max_nodes)
+
+    def best_neighbours(self, embedding: np.ndarray, frontier: list[tuple[int, float]], exclude, limit: int,
+                        node_weight: float = 1.0, relation_weight: float = 0.0):
+        """The best ``limit`` neighbours of a weighted frontier (``Neighbours``), as in memory."""
+        from seeder_dgl.graphstore.neighbourhood import live_best_neighbours
+
+        return live_best_neighbours(self, embedding, frontier, exclude, limit, node_weight, relation_weight)

@@ -3,7 +3,9 @@
 `seeder-dgl neo4j start|stop|status` drives ``LocalNeo4j``. The jars are fetched once with
 Maven (``neo4j/pom.xml``) into ``<home>/lib``; the server runs
 ``org.neo4j.server.CommunityEntryPoint`` in its own process session, so it outlives the command
-that started it, and is stopped through its pid file.
+that started it, and is stopped through its pid file. Each start also installs seeder-dgl's own
+procedures (``neo4j/procedures/``, built with Maven once per version of their sources; see
+``graphstore.procedures``), so K-hop runs inside the server.
 """
 from __future__ import annotations
 
@@ -101,6 +103,11 @@ class ServerSettings:
         return self.home / "lib"
 
     @property
+    def plugins_cache(self) -> Path:
+        """The built procedure jars, one folder per version of their sources (shared like lib/)."""
+        return self.home / "plugins"
+
+    @property
     def instance_dir(self) -> Path:
         return self.home / self.instance
 
@@ -183,6 +190,8 @@ class LocalNeo4j:
 
     def __init__(self, settings: ServerSettings | None = None):
         self.settings = settings or ServerSettings.from_env()
+        self.procedures_problem: str | None = None
+        """Why the last start runs without seeder-dgl's procedures (K-hop then runs through Cypher)."""
 
     # ---- jars -------------------------------------------------------------------------------
     def jars_present(self) -> bool:
@@ -220,8 +229,25 @@ class LocalNeo4j:
         os.replace(staging, lib)  # the folder appears whole or not at all
         return lib
 
+    # ---- procedures -------------------------------------------------------------------------
+    def install_procedures(self) -> Path | None:
+        """The plugins folder holding the procedure jar of the current sources, built when missing;
+        None, with the reason in ``procedures_problem``, when it cannot be built. A server without
+        the procedures still serves every command (K-hop runs through Cypher), so that is no
+        reason to refuse a start."""
+        from seeder_dgl.graphstore.procedures import ProceduresError, build_jar
+
+        try:
+            jar = build_jar(self.settings.plugins_cache)
+        except ProceduresError as exc:
+            self.procedures_problem = str(exc)
+            return None
+        self.procedures_problem = None
+        return jar.parent
+
     # ---- config -----------------------------------------------------------------------------
-    def write_config(self) -> None:
+    def write_config(self, plugins: Path | None = None) -> None:
+        """neo4j.conf of the instance; ``plugins``: the folder whose jars the server loads."""
         s = self.settings
         for folder in (s.conf_dir, s.data_dir, s.logs_dir):
             folder.mkdir(parents=True, exist_ok=True)
@@ -244,6 +270,7 @@ class LocalNeo4j:
             # larger segments answer faster but take longer to build (see vector_buffer_mb).
             f"internal.dbms.index.vector.population_ram_buffer_size={s.vector_buffer_mb}",
             *([f"db.memory.transaction.max={s.tx_memory}"] if s.tx_memory else []),
+            *([f"server.directories.plugins={plugins}"] if plugins else []),
             "",
         ])
         tmp = s.conf_dir / "neo4j.conf.tmp"
@@ -300,7 +327,7 @@ class LocalNeo4j:
             s.pid_file.unlink()  # stale: the process is gone
         java = self.preflight()
         self.fetch()
-        self.write_config()
+        self.write_config(self.install_procedures())
         self._set_initial_password(java)
         cmd = [
             java, f"-Xms{s.heap}", f"-Xmx{s.heap}", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError",

@@ -75,7 +75,7 @@ def test_ingest_and_retrieval_send_embeddings_without_formatting_them(neo4j_driv
 
     runs = [line for line in driver_debug_lines if "C: RUN" in line]
     node_batches = [line for line in runs if "setNodeVectorProperty" in line]
-    hops = [line for line in runs if "$frontier" in line]
+    hops = [line for line in runs if "$frontier" in line or "seeder.khop(" in line]  # Cypher or the procedure
     assert len(node_batches) >= 2 and hops  # 60 nodes in batches of 50; two hops
     first = f"{float(emb[0, 0])!r}"[:8]  # an embedding value, as repr would print it
     for line in node_batches + hops:

@@ -1,8 +1,11 @@
-"""K-hop-with-filtering in Cypher selects the same nodes with the same scores as the in-memory reference.
+"""K-hop-with-filtering on the live graph selects the same nodes with the same scores as the
+in-memory reference, through Cypher and through seeder-dgl's procedures (``khop_engine``).
 
-Neo4j's vector.similarity.cosine works in float32 (Lucene), the reference in float64, so scores
-agree to ~1e-7: compared at 1e-6. Node sets must be identical; the graphs are built so that
-ties are exact (identical vectors give identical scores on both sides, broken by smaller id).
+Neo4j's vector similarity functions work in float32 (Lucene), the reference in float64, so Cypher
+scores agree to ~1e-7: compared at 1e-6 (QuerySubgraph keeps scores in float32 anyway). The
+procedures compute in float64 as the reference does: their own scores agree to ~1e-15. Node
+sets must be identical; the graphs are built so that ties are exact (identical vectors give
+identical scores on both sides, broken by smaller id).
 """
 from __future__ import annotations
 
@@ -10,9 +13,10 @@ import numpy as np
 import pytest
 
 from loaders.kg import KnowledgeGraph
+from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.graphstore.writer import GraphWriter, dataset_label as label_for
-from seeder_dgl.retrieval.memory import GraphArrays, khop_select
+from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_select
 from tests.helpers.graphs import random_embeddings, random_kg
 
 
@@ -48,10 +52,26 @@ def _short_path_graph(name: str):
     return kg, random_embeddings(n, seed=12)
 
 
+def _assert_same_selection(sub, ref, atol: float = 1e-6) -> None:
+    """The same nodes at the same hops with the same scores, in the same order up to exact ties.
+
+    The reference's float64 dot products can differ in the last bit for two identical vectors
+    (BLAS rounds a row by its position in the block), which splits a tie that the procedure keeps
+    and breaks by id: only nodes whose scores agree within ``atol`` may trade places.
+    """
+    assert sub.hop.tolist() == ref.hop.tolist()
+    got = dict(zip(sub.node_ids.tolist(), sub.score.tolist()))
+    assert sorted(got) == sorted(ref.node_ids.tolist())
+    np.testing.assert_allclose([got[n] for n in ref.node_ids.tolist()], ref.score, atol=atol)
+    for mine, theirs in zip(sub.node_ids.tolist(), ref.node_ids.tolist()):
+        assert abs(got[mine] - got[theirs]) <= atol, (mine, theirs)
+
+
 @pytest.mark.parametrize("build", [_random_graph, _tie_and_hub_graph, _short_path_graph],
                          ids=["random", "ties-and-hub", "short-path"])
-def test_cypher_khop_equals_reference(neo4j_driver, dataset_label, build):
-    """Also with each hop split into 1, 2 and 3 concurrent partitions: always the same result."""
+def test_khop_equals_reference(neo4j_driver, dataset_label, build, khop_engine):
+    """Through Cypher also with each hop split into 1, 2 and 3 concurrent partitions: always the
+    same result. The procedure has no partitions, and matches the reference at a third hop too."""
     kg, emb = build(dataset_label)
     rel_emb = random_embeddings(len(kg.relation_names), seed=9)
     writer = GraphWriter(neo4j_driver, dataset_label)
@@ -61,16 +81,22 @@ def test_cypher_khop_equals_reference(neo4j_driver, dataset_label, build):
     lengths = np.random.default_rng(1).uniform(0.5, 3.0, size=(len(emb), 1)).astype(np.float32)
     writer.ingest(kg, emb * lengths if build is _random_graph else emb, rel_emb, "test-model", progress=False)
     try:
-        lives = [LiveGraph(neo4j_driver, dataset_label, hop_partitions=p) for p in (1, 2, 3)]
+        lives = [LiveGraph(neo4j_driver, dataset_label, hop_partitions=p, khop=khop_engine)
+                 for p in ((1, 2, 3) if khop_engine == "cypher" else (1,))]
         arrays = GraphArrays.from_kg(kg)
         rng = np.random.default_rng(0)
         queries = [random_embeddings(1, seed=100 + i)[0] for i in range(6)]
         queries.append(emb[0] + 0.01 * rng.normal(size=emb.shape[1]))  # seeds on the hub
         for q in queries:
             seeds = lives[0].dense_seeds(q, 3, exact=True)
+            if khop_engine == "procedure":
+                assert [s for s, _ in seeds] == dense_topk(emb, q, 3)[0].tolist()
             ref = khop_select(arrays, emb, rel_emb, q, [s for s, _ in seeds], [40, 60],
                               seed_scores=[s for _, s in seeds])
             whole = lives[0].khop_filter(q, seeds, [40, 60, 80])
+            if khop_engine == "procedure":
+                _assert_same_selection(whole, khop_select(arrays, emb, rel_emb, q, [s for s, _ in seeds], [40, 60, 80],
+                                                          seed_scores=[s for _, s in seeds]))
             for live in lives:
                 sub = live.khop_filter(q, seeds, [40, 60])
                 assert sub.node_ids.tolist() == ref.node_ids.tolist(), live.hop_partitions
@@ -81,6 +107,32 @@ def test_cypher_khop_equals_reference(neo4j_driver, dataset_label, build):
                 deeper = live.khop_filter(q, seeds, [40, 60, 80])
                 assert deeper.node_ids.tolist() == whole.node_ids.tolist(), live.hop_partitions
                 np.testing.assert_array_equal(deeper.score, whole.score)
+    finally:
+        writer.reset()
+
+
+def test_khop_with_a_relation_prior_equals_reference(neo4j_driver, dataset_label, khop_engine):
+    """Per-hop relation terms (a learned relation prior's) replace sim(q, r) the same way live and
+    in memory: a relation favoured at hop 1 and another at hop 2 change the selection alike."""
+    kg, emb = _random_graph(dataset_label)
+    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, hop_partitions=2, khop=khop_engine)
+        arrays = GraphArrays.from_kg(kg)
+        rng = np.random.default_rng(5)
+        changed = 0
+        for i in range(4):
+            q = random_embeddings(1, seed=200 + i)[0]
+            scores = rng.uniform(0.0, 1.0, size=(2, len(kg.relation_names)))
+            seeds = live.dense_seeds(q, 3, exact=True)
+            ids, sims = [s for s, _ in seeds], [s for _, s in seeds]
+            ref = khop_select(arrays, emb, rel_emb, q, ids, [30, 50], seed_scores=sims, relation_scores=scores)
+            _assert_same_selection(live.khop_filter(q, seeds, [30, 50], relation_scores=scores), ref)
+            plain = khop_select(arrays, emb, rel_emb, q, ids, [30, 50], seed_scores=sims)
+            changed += set(plain.node_ids.tolist()) != set(ref.node_ids.tolist())
+        assert changed  # the relation terms did change what was selected
     finally:
         writer.reset()
 
@@ -99,8 +151,8 @@ def test_hop_partitions_setting(monkeypatch):
     assert default_hop_partitions() == 2
 
 
-def test_nodes_without_a_sketch_still_give_the_reference_result_and_ingest_adds_them(neo4j_driver,
-                                                                                    dataset_label):
+def test_nodes_without_a_sketch_still_give_the_reference_result_and_ingest_adds_them(neo4j_driver, dataset_label,
+                                                                                    khop_engine):
     """Nodes written by other tools (or by a version before sketches) have no sketch: K-hop gives
     them the widest bounds and stays exact; running the same ingest again gives them one."""
     from seeder_dgl.graphstore.sketch import sketch_properties
@@ -115,7 +167,7 @@ def test_nodes_without_a_sketch_still_give_the_reference_result_and_ingest_adds_
             f"MATCH (n:{label_for(dataset_label)}) WHERE n.id % 3 = 0 REMOVE n.sketch, n.sketch_error RETURN count(n) AS c"
         ).records[0]["c"]
         assert removed == 500
-        live, arrays = LiveGraph(neo4j_driver, dataset_label), GraphArrays.from_kg(kg)
+        live, arrays = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine), GraphArrays.from_kg(kg)
         for i in range(4):
             q = random_embeddings(1, seed=200 + i)[0]
             seeds = live.dense_seeds(q, 3, exact=True)
@@ -136,7 +188,8 @@ def test_nodes_without_a_sketch_still_give_the_reference_result_and_ingest_adds_
         writer.reset()
 
 
-def test_a_hop_through_a_wide_hub_stays_within_the_transaction_memory_cap(neo4j_driver, dataset_label):
+def test_a_hop_through_a_wide_hub_stays_within_the_transaction_memory_cap(neo4j_driver, dataset_label,
+                                                                          khop_engine):
     """A hop from a hub with 28,000 neighbours, under the test server's per-transaction cap
     (conftest.TEST_TX_MEMORY = 128m). The statement keeps the candidates once: a version whose
     bounded Top held the lists of all candidates in every kept row went over the cap here."""
@@ -150,7 +203,7 @@ def test_a_hop_through_a_wide_hub_stays_within_the_transaction_memory_cap(neo4j_
     writer = GraphWriter(neo4j_driver, dataset_label)
     writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
     try:
-        live = LiveGraph(neo4j_driver, dataset_label, hop_partitions=1)
+        live = LiveGraph(neo4j_driver, dataset_label, hop_partitions=1, khop=khop_engine)
         q = random_embeddings(1, seed=23)[0]
         seeds = [(0, float(emb[0] @ q))]
         sub = live.khop_filter(q, seeds, [200], with_edges=False)
@@ -158,4 +211,68 @@ def test_a_hop_through_a_wide_hub_stays_within_the_transaction_memory_cap(neo4j_
         assert sub.node_ids.tolist() == ref.node_ids.tolist()
         np.testing.assert_allclose(sub.score, ref.score, atol=1e-6)
     finally:
+        writer.reset()
+
+
+def test_the_procedures_compute_the_references_float64_numbers(neo4j_driver, dataset_label, seeder_procedures):
+    """seeder.khop and seeder.exactSeeds against the reference on the vectors as stored: the same
+    float64 arithmetic, so similarities and scores agree to rounding (1e-12), far below the
+    float32 agreement of Cypher, and node order is the reference's at every hop."""
+    kg, emb = _random_graph(dataset_label)
+    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)  # unit rows: stored bit for bit
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        arrays = GraphArrays.from_kg(kg)
+        for i in range(4):
+            q = random_embeddings(1, seed=300 + i)[0] * 2.5  # not unit: both sides normalise in float64
+            ids, sims = dense_topk(emb, q, 5)
+            seeds = live.dense_seeds(q, 5, exact=True)
+            assert [s for s, _ in seeds] == ids.tolist()
+            np.testing.assert_allclose([s for _, s in seeds], sims, rtol=0, atol=1e-12)
+            ref = khop_select(arrays, emb, rel_emb, q, ids, [30, 50, 70], seed_scores=sims)
+            row = neo4j_driver.execute_query(
+                query("procedure/khop"), label=live.label, embedding=live.query_vector(q), budgets=[30, 50, 70],
+                with_edges=False,
+                seeds=[{"id": int(s), "similarity": float(v)} for s, v in zip(ids, sims)],
+                relation_similarity=[live.relation_similarity(q)] * 3).records[0]
+            picked = slice(len(ids), None)
+            assert row["ids"] == ref.node_ids[picked].tolist() and row["hops"] == ref.hop[picked].tolist()
+            np.testing.assert_allclose(row["similarities"], ref.similarity[picked], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(row["scores"], ref.score[picked], rtol=0, atol=1e-12)
+    finally:
+        writer.reset()
+
+
+def test_neighbours_of_another_label_are_neither_selected_nor_in_the_way(neo4j_driver, dataset_label, khop_engine):
+    """Nodes of another graph linked to the dataset's, with sketches and embeddings that would
+    outscore every real neighbour: K-hop ignores them, so they cannot push the threshold that
+    decides whose embedding is read either."""
+    from seeder_dgl.graphstore.sketch import sketch_properties
+
+    kg, emb = _random_graph(dataset_label)
+    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    foreign = f"{dataset_label}Other"
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine)
+        arrays = GraphArrays.from_kg(kg)
+        q = random_embeddings(1, seed=400)[0]
+        seeds = live.dense_seeds(q, 3, exact=True)
+        hop1 = live.khop_filter(q, seeds, [10], with_edges=False).node_ids.tolist()
+        stored = sketch_properties(q[None, :])[0]
+        neo4j_driver.execute_query(
+            f"UNWIND $ids AS id MATCH (v:{label_for(dataset_label)} {{id: id}}) "
+            f"UNWIND range(1, 20) AS i CREATE (v)-[:{live.info.relation_types[0]}]->"
+            f"(:{foreign} {{id: 100000 + i, embedding: $embedding, sketch: $sketch, sketch_error: $error}})",
+            ids=hop1, embedding=q.tolist(), sketch=stored["sketch"], error=stored["sketch_error"])
+        ref = khop_select(arrays, emb, rel_emb, q, [s for s, _ in seeds], [10, 15, 20],
+                          seed_scores=[s for _, s in seeds])
+        sub = live.khop_filter(q, seeds, [10, 15, 20])
+        assert sub.node_ids.tolist() == ref.node_ids.tolist()
+        np.testing.assert_allclose(sub.score, ref.score, atol=1e-6)
+    finally:
+        neo4j_driver.execute_query(f"MATCH (n:{foreign}) DETACH DELETE n")
         writer.reset()

@@ -1,14 +1,32 @@
-"""Retrieval on the live graph: seeding, K-hop in Cypher, live updates, clear errors."""
+"""Retrieval on the live graph: seeding, K-hop (in Cypher and in the procedures), live updates,
+READ access mode, clear errors."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from neo4j import READ_ACCESS, RoutingControl
+from neo4j.exceptions import ClientError
 
 from seeder_dgl.graphstore.live import LiveGraph, LiveGraphError
 from seeder_dgl.graphstore.upsert import EdgeRow, NodeRow, UpsertError, upsert
 from seeder_dgl.graphstore.sketch import sketch_properties
 from seeder_dgl.graphstore.writer import GraphWriter, dataset_label as label_for, unit_vectors
 from tests.helpers.graphs import random_embeddings, random_kg
+
+
+class RecordingDriver:
+    """The test server's driver, noting the access mode of every session and query opened through it."""
+
+    def __init__(self, driver):
+        self.driver, self.modes = driver, []
+
+    def session(self, **config):
+        self.modes.append(config.get("default_access_mode"))
+        return self.driver.session(**config)
+
+    def execute_query(self, *args, **kwargs):
+        self.modes.append(kwargs.get("routing_"))
+        return self.driver.execute_query(*args, **kwargs)
 
 
 @pytest.fixture
@@ -21,9 +39,9 @@ def small_graph(neo4j_driver, dataset_label):
     writer.drop()
 
 
-def test_exact_seeding_matches_numpy(neo4j_driver, dataset_label, small_graph):
+def test_exact_seeding_matches_numpy(neo4j_driver, dataset_label, small_graph, khop_engine):
     kg, emb, _ = small_graph
-    graph = LiveGraph(neo4j_driver, dataset_label)
+    graph = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine)
     graph.check_ready()
     q = random_embeddings(1, seed=99)[0]
     exact = graph.dense_seeds(q, 10, exact=True)
@@ -33,8 +51,8 @@ def test_exact_seeding_matches_numpy(neo4j_driver, dataset_label, small_graph):
     assert graph.dense_seeds(q, 0) == []
 
 
-def test_khop_subgraph_is_bounded_and_induced(neo4j_driver, dataset_label, small_graph):
-    graph = LiveGraph(neo4j_driver, dataset_label)
+def test_khop_subgraph_is_bounded_and_induced(neo4j_driver, dataset_label, small_graph, khop_engine):
+    graph = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine)
     q = random_embeddings(1, seed=5)[0]
     sub = graph.khop_filter(q, graph.dense_seeds(q, 3), [10, 20])
     assert sub.num_nodes == 33 and len(set(sub.node_ids.tolist())) == 33
@@ -46,9 +64,9 @@ def test_khop_subgraph_is_bounded_and_induced(neo4j_driver, dataset_label, small
     assert all((d, s) in pairs for s, d in pairs)  # both directions
 
 
-def test_upserted_node_on_answer_path_is_retrieved(neo4j_driver, dataset_label, small_graph):
+def test_upserted_node_on_answer_path_is_retrieved(neo4j_driver, dataset_label, small_graph, khop_engine):
     kg, emb, _ = small_graph
-    graph = LiveGraph(neo4j_driver, dataset_label)
+    graph = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine)
     q = random_embeddings(1, seed=21)[0]
     seeds = graph.dense_seeds(q, 3)
     before = graph.khop_filter(q, seeds, [5, 5])
@@ -62,7 +80,7 @@ def test_upserted_node_on_answer_path_is_retrieved(neo4j_driver, dataset_label, 
                     [EdgeRow(seeds[0][0], new_id, "brand new relation")],
                     encode=lambda texts: random_embeddings(len(texts), seed=8))
     assert result["new_relations"] == ["brand new relation"] and result["nodes"] == kg.num_nodes + 1
-    after = LiveGraph(neo4j_driver, dataset_label).khop_filter(q, graph.dense_seeds(q, 3), [5, 5])
+    after = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine).khop_filter(q, graph.dense_seeds(q, 3), [5, 5])
     assert new_id in after.node_ids
     assert after.hop[list(after.node_ids).index(new_id)] in (0, 1)
     # Its embedding was given at length != 1 and is stored as the unit vector in its direction.
@@ -152,3 +170,22 @@ def test_running_out_of_transaction_memory_is_a_one_line_error_that_says_what_to
     assert "\n" not in line
     assert line.startswith("K-hop expansion, hop 2: Neo4j ran out of transaction memory")
     assert "SEEDER_NEO4J_TX_MEMORY" in line and "128.0 MiB" in line
+
+
+def test_retrieval_runs_in_read_access_mode(neo4j_driver, dataset_label, small_graph, khop_engine):
+    """Every statement of a retrieval goes out as a read (a cluster may route it to a reader, and
+    the server refuses it any write), and retrieval answers as through a plain driver."""
+    recording = RecordingDriver(neo4j_driver)
+    graph = LiveGraph(recording, dataset_label, khop=khop_engine)
+    graph.check_ready()
+    q = random_embeddings(1, seed=31)[0]
+    seeds = graph.dense_seeds(q, 3)
+    sub = graph.khop_filter(q, seeds, [10, 20])
+    graph.dense_seeds(q, 3, exact=True), graph.node_features(sub.node_ids), graph.triples(sub.node_ids)
+    graph.fulltext_hits("node 7", q)
+    plain = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine)
+    assert sub.node_ids.tolist() == plain.khop_filter(q, seeds, [10, 20]).node_ids.tolist() and sub.num_nodes == 33
+    assert set(recording.modes) == {READ_ACCESS, RoutingControl.READ}  # sessions, and the record's query
+    with pytest.raises(ClientError, match="read access mode"):
+        with neo4j_driver.session(default_access_mode=READ_ACCESS) as session:
+            session.run("CREATE (:ReadModeProbe)").consume()

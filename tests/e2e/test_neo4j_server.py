@@ -31,6 +31,22 @@ def test_start_twice_keeps_one_server(neo4j_target):
     assert not started and pid == pid_before
 
 
+def test_the_local_server_runs_with_the_procedures_of_these_sources(neo4j_target, neo4j_driver):
+    """`neo4j start` builds the jar once per version of the Java sources and loads it from its own
+    folder; `neo4j plugin` prints that same jar for a server of one's own."""
+    from seeder_dgl.graphstore.procedures import JAR_NAME, server_has_procedures, sources_hash
+
+    if neo4j_target.kind != "local":
+        pytest.skip("the session server is not the project's local one")  # never the case in CI
+    settings = neo4j_target.server.settings
+    plugins = settings.plugins_cache / sources_hash()
+    assert sorted(p.name for p in plugins.iterdir()) == [JAR_NAME]
+    assert f"server.directories.plugins={plugins}" in (settings.conf_dir / "neo4j.conf").read_text().splitlines()
+    assert server_has_procedures(neo4j_driver)
+    result = runner.invoke(app, ["neo4j", "plugin"], env={"SEEDER_NEO4J_HOME": str(settings.home)})
+    assert result.exit_code == 0 and result.stdout.strip() == str(plugins / JAR_NAME), result.output
+
+
 def _isolated_settings(tmp_path, port: int | None = None) -> ServerSettings:
     settings = ServerSettings.from_env(home=tmp_path / "neo4j-home")
     if port is not None:

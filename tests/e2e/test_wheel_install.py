@@ -60,13 +60,17 @@ def installed(tmp_path_factory) -> Path:
 def test_wheel_carries_the_cypher_statements_and_runs_from_anywhere(installed, tmp_path, neo4j_env):
     python = installed / "python"
     where = _run([str(python), "-c",
-                  "import seeder_dgl.paths as p, seeder_dgl.graphstore.cypher as c; "
-                  "print(p.PACKAGE_DIR); print(len(c.all_statements())); print(p.source_checkout())"],
+                  "import seeder_dgl.paths as p, seeder_dgl.graphstore.cypher as c, seeder_dgl.graphstore.procedures as j; "
+                  "print(p.PACKAGE_DIR); print(len(c.all_statements())); print(p.source_checkout()); "
+                  "print(j.sources_hash())"],
                  cwd=tmp_path).stdout.split()
-    package_dir, statements, checkout = Path(where[0]), int(where[1]), where[2]
+    package_dir, statements, checkout, procedures = Path(where[0]), int(where[1]), where[2], where[3]
     assert "site-packages" in package_dir.parts and REPO not in package_dir.parents
     assert statements == len(list((REPO / "cypher").rglob("*.cypher"))) > 30
     assert (package_dir / "neo4j" / "pom.xml").is_file() and checkout == "None"
+    from seeder_dgl.graphstore.procedures import sources_hash
+
+    assert procedures == sources_hash()  # the procedures' sources ship whole: the same jar gets built
 
     graph = company_graph(seed=3, people=12)
     write_triples(graph, tmp_path / "graph")

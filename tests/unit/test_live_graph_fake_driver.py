@@ -1,6 +1,7 @@
 """LiveGraph against a fake driver: the states a real server is hard to catch in (an index still
-populating, an ingest cut off half way, a server that fails mid-query) give one-line errors, and
-each statement reaches the driver with its values as parameters."""
+populating, an ingest cut off half way, a server that fails mid-query) give one-line errors, each
+statement reaches the driver with its values as parameters and in READ access mode, and K-hop
+runs through seeder-dgl's procedures exactly when the server has them or SEEDER_KHOP says so."""
 from __future__ import annotations
 
 import copy
@@ -8,8 +9,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from neo4j import READ_ACCESS, RoutingControl
 from neo4j.exceptions import ServiceUnavailable
 
+from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.live import LiveGraph, LiveGraphError
 
 META = {"label": "Movies", "dimension": 4, "model": "test-model", "relation_names": ["directed by"],
@@ -27,7 +30,8 @@ class FakeSession:
     def __exit__(self, *exc):
         return False
 
-    def run(self, text, params):
+    def run(self, text, params=None):
+        params = params or {}
         self.driver.calls.append((text, copy.deepcopy(params)))  # as sent, before the caller moves on
         if self.driver.fail:
             raise ServiceUnavailable("connection lost")
@@ -38,12 +42,15 @@ class FakeDriver:
     def __init__(self, meta=META, answer=None):
         self.meta, self.calls, self.fail = meta, [], False
         self.answer = answer or (lambda text, params: [])
+        self.routing, self.session_configs = [], []
 
     def execute_query(self, text, **params):  # only the dataset record is read this way
+        self.routing.append(params.get("routing_"))
         return SimpleNamespace(records=[{"meta": self.meta}] if self.meta else [])
 
     def session(self, database=None, **config):
         self.session_config = config
+        self.session_configs.append(config)
         return FakeSession(self)
 
 
@@ -61,6 +68,7 @@ def test_a_half_ingested_dataset_asks_for_the_ingest_to_be_finished():
 def test_a_server_that_fails_mid_query_is_a_one_line_error():
     driver = FakeDriver()
     graph = LiveGraph(driver, "movies", hop_partitions=2)
+    assert graph.khop_engine == "cypher"  # the server was asked, and has no procedures
     driver.fail = True
     with pytest.raises(LiveGraphError) as caught:
         graph.khop_filter(np.array([1.0, 0, 0, 0]), [(0, 1.0)], [2, 2])
@@ -81,6 +89,8 @@ def test_partitions_are_merged_by_score_then_id_and_values_travel_as_parameters(
             frontier = tuple(f["id"] for f in params["frontier"])
             ids, sims, scores = answers[(frontier, params["partition"])]
             return [FakeRecord({"ids": ids, "similarities": sims, "scores": scores})]
+        if "SHOW PROCEDURES" in text:
+            return [FakeRecord({"names": []})]  # a server without seeder-dgl's procedures
         return [FakeRecord({"sources": [], "targets": [], "relations": []})]
 
     driver = FakeDriver(answer=answer)
@@ -95,8 +105,88 @@ def test_partitions_are_merged_by_score_then_id_and_values_travel_as_parameters(
     assert [p["limit"] for p in hops] == [3, 6, 6]
     assert [f["id"] for f in hops[1]["frontier"]] == [4, 5] and hops[1]["frontier"][0]["similarity"] == 0.5
     assert all(p["embedding"] == pytest.approx([1.0, 0.0, 0.0, 0.0]) for p in hops)  # unit query, a parameter
-    assert driver.session_config == {"notifications_disabled_categories": ["DEPRECATION"]}  # id() is deliberate
+    # id() is deliberate; every statement only reads.
+    assert driver.session_config == {"default_access_mode": READ_ACCESS,
+                                     "notifications_disabled_categories": ["DEPRECATION"]}
 
 
 class FakeRecord(dict):
     """What the driver's Record offers LiveGraph: mapping access and items()."""
+
+
+def _server_with_procedures(added: dict | None = None, installed=("seeder.khop", "seeder.exactSeeds")):
+    """A fake server that lists ``installed`` and answers seeder.khop with ``added`` (parallel lists)."""
+    def answer(text, params):
+        if "SHOW PROCEDURES" in text:
+            return [FakeRecord({"names": list(installed)})]
+        if "seeder.khop(" in text:
+            return [FakeRecord(added)]
+        if "seeder.exactSeeds(" in text:
+            return [FakeRecord({"id": 7, "similarity": 0.9}), FakeRecord({"id": 3, "similarity": 0.8})]
+        return [FakeRecord({"sources": [], "targets": [], "relations": []})]
+    return FakeDriver(answer=answer)
+
+
+def test_khop_runs_in_one_procedure_call_when_the_server_has_the_procedures(monkeypatch):
+    monkeypatch.delenv("SEEDER_KHOP", raising=False)
+    driver = _server_with_procedures({"ids": [4, 5, 1], "hops": [1, 1, 2], "similarities": [0.5, 0.4, 0.1],
+                                      "scores": [0.5, 0.4, 0.3], "sources": [0, 1, 5],
+                                      "targets": [4, 4, 5], "relations": ["DIRECTED_BY", "ADDED_LATER", "DIRECTED_BY"]})
+    graph = LiveGraph(driver, "movies", hop_partitions=2)
+    assert graph.khop_engine == "procedure"
+    sub = graph.khop_filter(np.array([2.0, 0, 0, 0]), [(0, 1.0)], [2, 3, 0])
+    assert sub.node_ids.tolist() == [0, 4, 5, 1] and sub.hop.tolist() == [0, 1, 1, 2]
+    np.testing.assert_allclose(sub.score, [1.0, 0.5, 0.4, 0.3])
+    # The relationships came with the nodes, both directions, local positions; a type the model does
+    # not know is left out, as on the Cypher path.
+    assert sorted(zip(sub.src.tolist(), sub.dst.tolist(), sub.rel.tolist())) == [(0, 1, 0), (1, 0, 0), (2, 2, 0), (2, 2, 0)]
+    (text, params), = [(t, p) for t, p in driver.calls if "seeder.khop(" in t]
+    assert not any("$frontier" in t or "$ids" in t for t, _ in driver.calls)  # no hop, no edges through Cypher
+    assert params["label"] == "Movies" and params["budgets"] == [2, 3, 0] and params["with_edges"] is True
+    assert params["seeds"] == [{"id": 0, "similarity": 1.0}]
+    assert params["embedding"] == pytest.approx([1.0, 0.0, 0.0, 0.0])
+    assert params["relation_similarity"] == [{"DIRECTED_BY": pytest.approx(1.0)}] * 3  # one map per hop
+    assert graph.dense_seeds(np.array([0, 1.0, 0, 0]), 2, exact=True) == [(7, 0.9), (3, 0.8)]
+    assert any("seeder.exactSeeds(" in t for t, _ in driver.calls)
+
+
+def test_the_server_is_asked_once_per_driver_and_every_read_runs_in_read_mode(monkeypatch):
+    monkeypatch.delenv("SEEDER_KHOP", raising=False)
+    driver = _server_with_procedures({"ids": [], "hops": [], "similarities": [], "scores": [], "sources": [],
+                                      "targets": [], "relations": []})
+    for _ in range(2):
+        graph = LiveGraph(driver, "movies")
+        for _ in range(3):
+            graph.khop_filter(np.array([1.0, 0, 0, 0]), [(0, 1.0)], [2])
+    assert sum("SHOW PROCEDURES" in t for t, _ in driver.calls) == 1
+    assert driver.routing and set(driver.routing) == {RoutingControl.READ}
+    assert all(c["default_access_mode"] == READ_ACCESS for c in driver.session_configs)
+
+
+def test_a_server_with_some_of_the_procedures_gets_cypher(monkeypatch):
+    monkeypatch.delenv("SEEDER_KHOP", raising=False)
+    graph = LiveGraph(_server_with_procedures(installed=("seeder.khop", "seeder.other")), "movies")
+    assert graph.khop_engine == "cypher"
+
+
+def test_seeder_khop_forces_an_engine(monkeypatch):
+    driver = _server_with_procedures()
+    monkeypatch.setenv("SEEDER_KHOP", "cypher")
+    assert LiveGraph(driver, "movies").khop_engine == "cypher"
+    assert not any("SHOW PROCEDURES" in t for t, _ in driver.calls)  # not even asked
+    monkeypatch.setenv("SEEDER_KHOP", "procedure")
+    assert LiveGraph(driver, "movies").khop_engine == "procedure"
+    assert LiveGraph(driver, "movies", khop="cypher").khop_engine == "cypher"  # the argument wins
+
+
+def test_asking_for_the_procedures_where_there_are_none_says_how_to_install_them(monkeypatch):
+    monkeypatch.setenv("SEEDER_KHOP", "procedure")
+    graph = LiveGraph(FakeDriver(), "movies")
+    with pytest.raises(SeederError, match="seeder-dgl neo4j plugin") as caught:
+        graph.khop_filter(np.array([1.0, 0, 0, 0]), [(0, 1.0)], [2])
+    assert "\n" not in str(caught.value) and "SEEDER_KHOP" in str(caught.value)
+    monkeypatch.setenv("SEEDER_KHOP", "auto")
+    assert LiveGraph(FakeDriver(), "movies").khop_engine == "cypher"
+    monkeypatch.setenv("SEEDER_KHOP", "fastest")
+    with pytest.raises(SeederError, match="SEEDER_KHOP must be one of auto, procedure, cypher, not 'fastest'"):
+        LiveGraph(FakeDriver(), "movies")

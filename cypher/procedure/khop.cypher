@@ -1,0 +1,9 @@
+// K-hop-with-filtering, every hop in one call of seeder.khop (neo4j/procedures/): the nodes the
+// hops add to $seeds ([{id, similarity}]), hop by hop, and with $with_edges the relationships
+// among all selected nodes (each once, as stored), as one row of parallel lists. The scores are
+// the in-memory reference's, in float64 (seeder_dgl/retrieval/memory.py); retrieval/khop_hop.cypher
+// and retrieval/induced_edges.cypher are the same, one query per hop, for servers without it.
+// $relation_similarity: one map per hop of sim(q, r) per relationship type (a type not in it counts 0).
+CALL seeder.khop($label, $embedding, $seeds, $budgets, $relation_similarity, $with_edges)
+YIELD ids, hops, similarities, scores, sources, targets, relations
+RETURN ids, hops, similarities, scores, sources, targets, relations
