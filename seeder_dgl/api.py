@@ -7,7 +7,8 @@
         print("\n".join(result.triples()))
 
 Every call embeds the question, seeds and expands on the database as it is now (Cypher), and
-ranks with the chosen method. New nodes and relationships (``upsert``) are seen at once.
+ranks with the chosen method: the ``retrieval.base.GraphRetriever`` class ``eval`` measures on the
+export, here on the live graph. New nodes and relationships (``upsert``) are seen at once.
 """
 from __future__ import annotations
 
@@ -20,9 +21,7 @@ import numpy as np
 from loaders.kg import is_identifier
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.validation import check_budgets, check_k, check_question, check_seeds
-from seeder_dgl.graphstore.backend import RetrievalSettings, seed_and_expand
-from seeder_dgl.graphstore.seeding import seed
-from seeder_dgl.retrieval.memory import rank_by_score
+from seeder_dgl.graphstore.backend import RetrievalSettings, with_relation_prior
 
 METHODS = ("seeder", "dense", "khop", "ppr")
 MAX_QUESTION_CHARS = 4000
@@ -138,6 +137,15 @@ class Retriever:
         self.budgets = tuple(budgets or defaults.budgets)
         self.seeding = check_mode(seeding or defaults.seeding)
         self.exact_seeds = exact_seeds
+        try:  # the learned relation prior its profile follows, from the dataset's record
+            self.relation_prior = with_relation_prior(RetrievalSettings(), self.graph, defaults.relation_prior,
+                                                      required=False).relation_prior
+        except SeederError:
+            self.close()
+            raise
+        # A profile with a prior and none fitted: K-hop and the baselines use sim(q, r); SeedER refuses
+        # (its policy learned on subgraphs grown with the prior).
+        self._prior_missing = defaults.relation_prior and self.relation_prior is None
         self._encoder = encoder
         self.profile = profile
         self._checkpoint_path = Path(checkpoint) if checkpoint else run_dir(dataset, profile) / "best.pt"
@@ -147,7 +155,7 @@ class Retriever:
     def settings(self) -> RetrievalSettings:
         """How this retriever turns a question into a subgraph (the pipeline ``extract`` and ``eval`` use)."""
         return RetrievalSettings(seeds=self.seeds, budgets=tuple(self.budgets), exact_seeds=self.exact_seeds,
-                                 seeding=self.seeding)
+                                 seeding=self.seeding, relation_prior=self.relation_prior)
 
     @staticmethod
     def _check_method(method: str) -> None:
@@ -185,6 +193,8 @@ class Retriever:
 
             configure_threads()  # unless the user chose: one OpenMP thread per pool on few cores
 
+            if self._prior_missing:
+                with_relation_prior(self.settings, self.graph, True)  # raises the one-line error
             if not self._checkpoint_path.exists():
                 raise SeederError(f"no trained checkpoint at {self._checkpoint_path}: run `seeder-dgl train "
                                   f"{self.dataset}{profile_flag(self.profile)}`, pass --checkpoint, or use "
@@ -223,42 +233,16 @@ class Retriever:
         return [self._retrieve(question, q, k, method) for question, q in zip(questions, embeddings)]
 
     def _retrieve(self, question: str, q: np.ndarray, k: int, method: str) -> Retrieval:
+        from seeder_dgl.retrieval.methods import make_retriever
+
         start = time.perf_counter()
         self.graph.refresh()  # relation types upserted since this Retriever opened
-        seeds: list[tuple[int, float]] = []
-        if method == "dense":
-            ranked = self.graph.dense_seeds(q, k, exact=self.exact_seeds)
-            size = len(ranked)
-        else:
-            if method == "ppr":
-                seeds = seed(self.graph, question, q, self.seeds, self.seeding, exact=self.exact_seeds)
-                ranked, size = self._ppr(q, seeds, k)
-            else:
-                seeds, sub = seed_and_expand(self.graph, question, q, self.settings)
-                size = sub.num_nodes
-                if method == "khop":  # seeds by similarity, the rest by K-hop score (KHopRetriever's rule)
-                    ranked = rank_by_score(sub.node_ids, sub.score, k)
-                else:
-                    node_emb, types, _ = self.graph.node_features(sub.node_ids)
-                    ranked = self.policy.rank([sub], [node_emb], q[None, :], k=k, node_types=[types])[0]
-        nodes = self._describe(ranked, {i for i, _ in seeds})
+        policy = self.policy if method == "seeder" else None
+        found = make_retriever(method, self.graph, self.settings, policy=policy).search(question, q, k)
+        nodes = self._describe(found.ranking, {i for i, _ in found.seeds})
         triples = self.graph.edges([n.id for n in nodes])
-        return Retrieval(question, method, nodes, time.perf_counter() - start, size, triples,
+        return Retrieval(question, method, nodes, time.perf_counter() - start, found.considered, triples,
                          label=self.graph.label)
-
-    def _ppr(self, q: np.ndarray, seeds, k: int):
-        """PPR over a 2-hop neighbourhood read from the live graph (wider K-hop budgets, no policy),
-        restarting at the profile's seeds, as eval's PPR row does (not at a dense re-seeding)."""
-        from seeder_dgl.retrieval.baselines import PPRRetriever, seed_key
-        from seeder_dgl.retrieval.memory import GraphArrays
-
-        sub = self.graph.khop_filter(q, seeds, [200, 800])
-        node_emb, _, _ = self.graph.node_features(sub.node_ids)
-        local = GraphArrays.from_arrays(sub.num_nodes, sub.src, sub.dst, sub.rel)
-        retriever = PPRRetriever(local, node_emb, self.graph.info.relation_embeddings, num_seeds=len(seeds))
-        at_seeds = np.flatnonzero(sub.hop == 0)  # K-hop keeps the seeds, in local positions
-        retriever.preset_seeds[seed_key(q)] = (at_seeds, sub.score[at_seeds].astype(np.float64))
-        return [(int(sub.node_ids[i]), s) for i, s in retriever.retrieve(q, k)], sub.num_nodes
 
     def _describe(self, ranked: list[tuple[int, float]], seeds: set[int]) -> list[RetrievedNode]:
         if not ranked:

@@ -4,8 +4,9 @@ Steps: read the questions (a split of the dataset, or a MetaQA-format ``--qa-fil
 are mapped to node ids through the MetaQA graph), report names that match no node and leave out
 questions with no mapped answer; embed the questions with the dataset's own encoder (the model
 recorded in Neo4j); export the graph from Neo4j once (cached per dataset version); run the chosen
-methods in memory over that export; print and save the comparison (``report``) and, with
-``sweep=True``, the expansion figure (``plots``).
+methods over that export (the ``retrieval.base.GraphRetriever`` classes ``query`` runs on the live
+graph, with the profile's settings); print and save the comparison (``report``) and, with
+``sweep=True``, the expansion figure (``plots``). ``run_eval`` reads as that list of steps.
 
 The question handling (``load_questions`` / ``prepare_questions``) needs no Neo4j.
 """
@@ -19,21 +20,23 @@ from typing import Sequence
 import numpy as np
 
 from loaders.kg import QASet, Query
-from seeder_dgl.datasets import profile_flag, profile_prefix, subgraph_dir
+from seeder_dgl.datasets import profile_flag, profile_prefix, retrieval_profile, subgraph_dir
 from seeder_dgl.errors import SeederError, check_dataset_name
-from seeder_dgl.graphstore.backend import MemoryGraph
+from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, with_relation_prior
 from seeder_dgl.paths import results_dir
 from seeder_dgl.evaluation.evaluate import (
     BASELINES,
     SEEDER,
     EvalResult,
-    SeederMethod,
     build_baselines,
     cached_subgraphs,
     evaluate,
     find_ablations,
     resolve_methods,
 )
+from seeder_dgl.retrieval.base import GraphRetriever
+from seeder_dgl.retrieval.policy import PolicyRetriever
+from seeder_dgl.subgraph.record import QuerySubgraph
 
 EXAMPLES = 5
 """Unknown names / dropped query ids shown in the messages."""
@@ -223,30 +226,14 @@ def sample_indices(n: int, size: int | None, seed: int = 0) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
 
 
-def linked_seeds(live, queries, query_emb: np.ndarray, k: int, mode: str,
-                 progress: bool = True) -> dict[bytes, tuple[np.ndarray, np.ndarray]]:
-    """Seeds of every question from Neo4j (full-text or hybrid linking), keyed by ``seed_key``."""
-    from tqdm.auto import tqdm
-
-    from seeder_dgl.graphstore.seeding import seed
-    from seeder_dgl.retrieval.baselines import seed_key
-
-    out = {}
-    for q, emb in tqdm(list(zip(queries, query_emb)), desc=f"{mode} seeding in Neo4j", disable=not progress,
-                       unit="q"):
-        found = seed(live, q.text, emb, k, mode)
-        out[seed_key(emb)] = (np.asarray([i for i, _ in found], dtype=np.int64),
-                              np.asarray([s for _, s in found], dtype=np.float32))
-    return out
-
-
-def diagnose_method(method: SeederMethod, queries: Sequence[Query]):
-    """The funnel of one SeedER method over exactly the subgraphs it ranked (cached or computed)."""
+def diagnose_method(method: PolicyRetriever, queries: Sequence[Query], query_emb: np.ndarray):
+    """The funnel of one SeedER method over exactly the subgraphs it ranks (reused or computed)."""
     from seeder_dgl.evaluation.diagnose import diagnose
     from seeder_dgl.retrieval.memory import attach_labels
 
-    records = [attach_labels(method.subgraph(i), q.answers) for i, q in enumerate(queries)]
-    funnel = diagnose(method.policy, records, method.graph.node_emb, method.query_emb, node_types=method.node_types)
+    records = [attach_labels(method.subgraph(q.text, e)[1], q.answers) for q, e in zip(queries, query_emb)]
+    graph = method.graph
+    funnel = diagnose(method.policy, records, graph.node_emb, query_emb, node_types=graph.type_table(method.policy))
     funnel.group("hops", [q.hops for q in queries])
     funnel.group("qtype", [q.qtype for q in queries])
     return funnel
@@ -293,109 +280,166 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     ``out``: result folder (default ``benchmarks/results/eval-<dataset>-<split or qa-file stem>/``,
     ``-<profile>`` appended for a profile other than 'paper').
     ``profile``: the retrieval settings (seeds, budgets, seeding) every graph method starts from
-    (None: the dataset's default); full-text or hybrid seeds come from Neo4j once per question and
-    are shared by all methods.
+    (None: the dataset's default); full-text or hybrid seeding reads each question's names from
+    Neo4j once, for all methods.
     ``diagnose``: also the funnel of every SeedER policy (``evaluation.diagnose``: where answers
     are lost), per hop count and question type, saved as ``funnel-<method>.{json,md}``.
     """
     from rich.console import Console
 
-    from seeder_dgl.datasets import cache_root, resolve_model, resolve_profile, retrieval_profile
-    from seeder_dgl.embeddings import TextEncoder
-    from seeder_dgl.evaluation import plots, report
     from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore.export import export_graph
-    from seeder_dgl.graphstore.live import LiveGraph
 
     check_dataset_name(dataset)
     console = console or Console()
     started = time.perf_counter()
+    profile, settings = _eval_settings(dataset, profile, k, depth)  # before any slow step: a typo fails at once
+    depth = int(depth or max(k, settings.budget))
+    plan = plan_methods(dataset, methods, checkpoint, profile=profile)
+    questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit, sample=sample)
+    _notes(console, questions.messages() + plan.notes)
+    if not questions.queries:
+        raise SeederError(f"none of the {questions.total} questions of {questions.label} has an answer in the "
+                          f"graph: nothing to score")
+    queries = questions.queries
+    explicit = set(plan.names) if methods else ({SEEDER} if checkpoint else set())
+
+    with open_driver() as driver:
+        graph, query_emb, export = _load_graph(driver, dataset, queries, settings, progress, console)
+        # SeedER's policy learned on subgraphs grown with the profile's prior: then it must be there.
+        settings = with_relation_prior(settings, graph, retrieval_profile(dataset, profile).relation_prior,
+                                       required=any(n.startswith(SEEDER) for n in plan.names))
+        info = graph.info
+        policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit)
+        _notes(console, skipped)
+        expansions, why = (_reusable_subgraphs(dataset, profile, split, qa_file, settings, queries) if policies
+                           else ({}, ""))
+        chosen, method_info = _build_methods(plan, graph, settings, policies, expansions, why, queries)
+        command = _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source,
+                                depth if depth != max(k, settings.budget) else None, sample, profile)
+        meta = {"dataset": dataset, "split": questions.label, "profile": profile, "seeding": settings.seeding,
+                "qa_file": str(qa_file) if qa_file else None, "source": source, "model": info.model,
+                "seeds": settings.seeds, "budgets": list(settings.budgets), "graph": _graph_size(graph, export),
+                "questions": questions.summary(), "notes": plan.notes + skipped, "command": command,
+                "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+        result = evaluate(chosen, queries, query_emb, k, depth=depth, info=method_info, on_error="record",
+                          progress=progress, meta=meta)
+
+    suffix = profile_flag(profile) and f"-{profile}"
+    out_dir = Path(out) if out else default_results_dir(dataset, f"eval-{dataset}-{questions.label}{suffix}")
+    title = f"{dataset} {questions.label}"
+    if sweep:
+        _add_sweep(result, graph, queries, query_emb, settings, out_dir, title, sweep_budgets, sweep_queries, console)
+    if diagnose:
+        _add_funnels(result, {n: chosen[n] for n in policies}, queries, query_emb, out_dir, title, console)
+    result.meta["seconds"] = round(time.perf_counter() - started, 2)
+    _save_and_show(result, out_dir, per_query, sweep, console)
+    return result
+
+
+def _notes(console, lines: Sequence[str]) -> None:
+    for line in lines:
+        console.print(f"[yellow]note:[/] {line}", highlight=False)
+
+
+def _eval_settings(dataset: str, profile: str | None, k: int, depth: int | None) -> tuple[str, RetrievalSettings]:
+    """The profile's name and the settings every method starts from; one-line errors for bad options."""
+    from seeder_dgl.datasets import resolve_profile
+
     profile = resolve_profile(dataset, profile)
     if k <= 0:
         raise SeederError(f"--k must be at least 1, not {k}")
     if depth is not None and depth < k:
         raise SeederError(f"--depth must be at least --k ({k}), not {depth}")
-    defaults = retrieval_profile(dataset, profile)  # before any slow step: a typo fails at once
-    plan = plan_methods(dataset, methods, checkpoint, profile=profile)
-    questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit, sample=sample)
-    for line in questions.messages() + plan.notes:
-        console.print(f"[yellow]note:[/] {line}", highlight=False)
-    if not questions.queries:
-        raise SeederError(f"none of the {questions.total} questions of {questions.label} has an answer in the "
-                          f"graph: nothing to score")
-    seeds, budgets = defaults.seeds, tuple(defaults.budgets)
-    depth = int(depth or max(k, seeds + sum(budgets)))
-    queries = questions.queries
+    defaults = retrieval_profile(dataset, profile)
+    return profile, RetrievalSettings(seeds=defaults.seeds, budgets=tuple(defaults.budgets), seeding=defaults.seeding)
 
-    with open_driver() as driver:
-        live = LiveGraph(driver, dataset)
-        live.check_ready()
-        info = live.info
-        encoder = TextEncoder(resolve_model(info.model))
-        with console.status(f"Embedding {len(queries):,} questions with {info.model}..."):
-            query_emb = encoder.encode([q.text for q in queries], show_progress=False)
-        preset = (linked_seeds(live, queries, query_emb, seeds, defaults.seeding, progress)
-                  if defaults.seeding != "dense" else {})
-        export = export_graph(driver, dataset, cache_root() / dataset / "export", progress=progress)
-    graph = MemoryGraph.from_export(export)
 
-    methods_run, method_info = build_baselines(graph, [n for n in plan.names if n in BASELINES],
-                                               seeds=seeds, budgets=budgets)
-    for method in methods_run.values():
-        if hasattr(method, "preset_seeds"):
-            method.preset_seeds = preset
-    explicit = set(plan.names) if methods else ({SEEDER} if checkpoint else set())
-    policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit)
-    for line in skipped:
-        console.print(f"[yellow]note:[/] {line}", highlight=False)
-    if policies:
-        cached, why = ({}, "in-memory K-hop (a --qa-file has no extracted split)")
-        if qa_file is None:
-            cached, why = cached_subgraphs(subgraph_dir(dataset, profile, split), seeds, budgets)
-            wanted = {int(q.id) for q in queries}
-            cached = {qid: r for qid, r in cached.items() if qid in wanted}
-        for name, policy in policies.items():
-            methods_run[name] = SeederMethod(policy, graph, queries, query_emb, seeds=seeds, budgets=budgets,
-                                             depth=depth, cached=cached, preset_seeds=preset)
-            covered = len(cached)
-            note = (f"subgraphs: {covered} of {len(queries)} from the extract cache (latency excludes their "
-                    f"K-hop extraction), the rest K-hop in memory" if covered else
-                    f"subgraphs: K-hop in memory, timed with the ranking ({why})")
-            method_info[name] = {"checkpoint": str(plan.checkpoints[name]), "seeds": seeds,
-                                 "budgets": list(budgets), "cached_subgraphs": covered, "note": note}
-    order = [n for n in plan.names if n in methods_run]
-    meta = {"dataset": dataset, "split": questions.label, "profile": profile, "seeding": defaults.seeding, "qa_file": str(qa_file) if qa_file else None,
-            "source": source, "model": info.model, "seeds": seeds, "budgets": list(budgets),
-            "graph": {"nodes": int(graph.arrays.num_nodes), "edges": int(graph.arrays.num_edges),
-                      "relations": len(export.relation_types)},
-            "questions": questions.summary(), "notes": plan.notes + skipped,
-            "command": _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source,
-                                     depth if depth != max(k, seeds + sum(budgets)) else None, sample, profile),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
-    result = evaluate({n: methods_run[n] for n in order}, queries, query_emb, k, depth=depth, info=method_info,
-                      on_error="record", progress=progress, meta=meta)
+def _load_graph(driver, dataset: str, queries: Sequence[Query], settings: RetrievalSettings, progress: bool,
+                console) -> tuple[MemoryGraph, np.ndarray, object]:
+    """The dataset's export (cached per dataset version) as the graph every method runs on, the
+    questions embedded with the dataset's own encoder, and the export itself.
 
-    suffix = profile_flag(profile) and f"-{profile}"
-    out_dir = Path(out) if out else default_results_dir(dataset, f"eval-{dataset}-{questions.label}{suffix}")
-    if sweep:
-        pick = sample_indices(len(queries), sweep_queries)
-        sub_q, sub_emb = [queries[i] for i in pick], query_emb[pick]
-        with console.status(f"Budget sweep and k-hop growth on {len(pick)} questions..."):
-            sweep_data = plots.budget_sweep(graph.arrays, graph.node_emb, graph.rel_emb, sub_q, sub_emb,
-                                            seeds=seeds, budgets=budgets,
-                                            sweep=sweep_budgets or plots.SWEEP_BUDGETS)
-            growth = plots.khop_growth(graph.arrays, graph.node_emb, sub_emb, seeds=seeds)
-        figures = plots.save_figures(out_dir, growth, sweep_data, title=f"{dataset} {questions.label}")
-        result.meta["sweep"] = {"queries": len(pick), "files": {k_: str(v) for k_, v in figures.items()}}
-    if diagnose:
-        if not policies:
-            console.print("[yellow]note:[/] --diagnose needs a SeedER checkpoint: no funnel", highlight=False)
-        for name in policies:
-            funnel = diagnose_method(methods_run[name], queries)
-            saved = save_funnel(funnel, out_dir, name, f"{name} on {dataset} {questions.label}")
-            console.print(render_funnel(funnel, f"Where {name} loses answers"), highlight=False)
-            result.meta.setdefault("funnels", {})[name] = {"overall": funnel.summary(), "file": str(saved)}
-    result.meta["seconds"] = round(time.perf_counter() - started, 2)
+    Full-text or hybrid seeding reads each question's names from Neo4j here, once for all methods.
+    """
+    from seeder_dgl.datasets import cache_root, resolve_model
+    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.graphstore.export import export_graph
+    from seeder_dgl.graphstore.live import LiveGraph
+
+    live = LiveGraph(driver, dataset)
+    live.check_ready()
+    encoder = TextEncoder(resolve_model(live.info.model))
+    with console.status(f"Embedding {len(queries):,} questions with {live.info.model}..."):
+        query_emb = encoder.encode([q.text for q in queries], show_progress=False)
+    export = export_graph(driver, dataset, cache_root() / dataset / "export", progress=progress)
+    graph = MemoryGraph.from_export(export, live)
+    if settings.seeding != "dense":
+        graph.link_names([q.text for q in queries], query_emb, progress=progress)
+    return graph, query_emb, export
+
+
+def _graph_size(graph: MemoryGraph, export) -> dict:
+    return {"nodes": int(graph.arrays.num_nodes), "edges": int(graph.arrays.num_edges),
+            "relations": len(export.relation_types)}
+
+
+def _reusable_subgraphs(dataset: str, profile: str, split: str, qa_file, settings: RetrievalSettings,
+                        queries: Sequence[Query]) -> tuple[dict[str, QuerySubgraph], str]:
+    """Subgraphs ``extract`` cached for these questions with these settings, by question text, and
+    where they come from (or why there are none)."""
+    if qa_file is not None:
+        return {}, "in-memory K-hop (a --qa-file has no extracted split)"
+    by_id, why = cached_subgraphs(subgraph_dir(dataset, profile, split), settings)
+    return {q.text: by_id[int(q.id)] for q in queries if int(q.id) in by_id}, why
+
+
+def _build_methods(plan: MethodPlan, graph: MemoryGraph, settings: RetrievalSettings, policies: dict,
+                   expansions: dict[str, QuerySubgraph], why: str, queries: Sequence[Query]
+                   ) -> tuple[dict[str, GraphRetriever], dict[str, dict]]:
+    """Every planned method on ``graph`` (in table order), and how each is configured."""
+    chosen, info = build_baselines(graph, [n for n in plan.names if n in BASELINES], settings)
+    covered = sum(1 for q in queries if q.text in expansions)
+    note = (f"subgraphs: {covered} of {len(queries)} from the extract cache (latency excludes their "
+            f"K-hop extraction), the rest K-hop in memory" if covered else
+            f"subgraphs: K-hop in memory, timed with the ranking ({why})")
+    for name, policy in policies.items():
+        chosen[name] = PolicyRetriever(graph, settings, policy=policy, expansions=expansions)
+        info[name] = {"checkpoint": str(plan.checkpoints[name]), "seeds": settings.seeds,
+                      "budgets": list(settings.budgets), "cached_subgraphs": covered, "note": note}
+    return {n: chosen[n] for n in plan.names if n in chosen}, info
+
+
+def _add_sweep(result: EvalResult, graph: MemoryGraph, queries: Sequence[Query], query_emb: np.ndarray,
+               settings: RetrievalSettings, out_dir: Path, title: str, sweep_budgets, sweep_queries, console) -> None:
+    """The budget sweep and K-hop growth figures on a fixed sample of the questions."""
+    from seeder_dgl.evaluation import plots
+
+    pick = sample_indices(len(queries), sweep_queries)
+    sub_q, sub_emb = [queries[i] for i in pick], query_emb[pick]
+    with console.status(f"Budget sweep and k-hop growth on {len(pick)} questions..."):
+        sweep_data = plots.budget_sweep(graph.arrays, graph.node_emb, graph.rel_emb, sub_q, sub_emb,
+                                        seeds=settings.seeds, budgets=settings.budgets,
+                                        sweep=sweep_budgets or plots.SWEEP_BUDGETS)
+        growth = plots.khop_growth(graph.arrays, graph.node_emb, sub_emb, seeds=settings.seeds)
+    figures = plots.save_figures(out_dir, growth, sweep_data, title=title)
+    result.meta["sweep"] = {"queries": len(pick), "files": {k_: str(v) for k_, v in figures.items()}}
+
+
+def _add_funnels(result: EvalResult, seeders: dict[str, PolicyRetriever], queries: Sequence[Query],
+                 query_emb: np.ndarray, out_dir: Path, title: str, console) -> None:
+    """Where each SeedER policy loses answers, printed and saved beside the results."""
+    if not seeders:
+        console.print("[yellow]note:[/] --diagnose needs a SeedER checkpoint: no funnel", highlight=False)
+    for name, method in seeders.items():
+        funnel = diagnose_method(method, queries, query_emb)
+        saved = save_funnel(funnel, out_dir, name, f"{name} on {title}")
+        console.print(render_funnel(funnel, f"Where {name} loses answers"), highlight=False)
+        result.meta.setdefault("funnels", {})[name] = {"overall": funnel.summary(), "file": str(saved)}
+
+
+def _save_and_show(result: EvalResult, out_dir: Path, per_query: bool, sweep: bool, console) -> None:
+    from seeder_dgl.evaluation import report
+
     paths = report.save(result, out_dir, per_query=per_query)
     report.render(result, console)
     console.print(f"results: {paths['json']} and {paths['markdown']}; STaRK-format predictions in "
@@ -403,4 +447,3 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     if sweep:
         console.print(f"expansion figure: {out_dir / 'expansion.png'} (data: {out_dir / 'sweep.json'})",
                       highlight=False)
-    return result

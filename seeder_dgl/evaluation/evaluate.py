@@ -1,26 +1,26 @@
 """Run several retrievers on the same queries and score them the same way (``seeder-dgl eval``).
 
-A *method* is either a retriever object (``retrieve(query_emb, k) -> [(id, score), ...]``, as in
-``retrieval.baselines``) or a callable ``f(query_index) -> [(id, score), ...]``. Every method gets
-every query; its ranking, the STaRK metrics of ``evaluation.metrics`` and its wall time
-(``time.perf_counter`` around the one call) are kept per query, then averaged overall and per
-group (MetaQA's hop count, the question type).
+A *method* is either a ``retrieval.base.GraphRetriever`` (asked ``search(question, embedding,
+depth)``: the very object ``query`` and the API use, here on the in-memory export) or a callable
+``f(query_index) -> [(id, score), ...]``. Every method gets every query; its ranking, the STaRK
+metrics of ``evaluation.metrics`` and its wall time (``time.perf_counter`` around the one call)
+are kept per query, then averaged overall and per group (MetaQA's hop count, the question type).
 
 Metric conventions are those of ``metrics``: ``@k`` on the first k of the ranking, MRR over the
-whole ranking, ``@any`` and ``size`` over everything the method returned. A retriever object is
-asked for ``depth`` nodes (default ``k``): with ``depth = k`` Hit@any equals Hit@k; ``run_eval``
-asks for the K-hop budget B so that ``@any`` compares the methods' retrieved sets at equal size.
+whole ranking, ``@any`` and ``size`` over everything the method returned. A retriever is asked
+for ``depth`` nodes (default ``k``): with ``depth = k`` Hit@any equals Hit@k; ``run_eval`` asks
+for the K-hop budget B so that ``@any`` compares the methods' retrieved sets at equal size.
 
-``build_methods`` assembles the project's retrievers over an in-memory graph (the Neo4j export):
-dense, K-hop-with-filtering, PPR, PPR+MMR, beam, PCST and, when a checkpoint is given, SeedER.
+``build_baselines`` builds the non-learned methods (dense, K-hop-with-filtering, PPR, PPR+MMR,
+beam, PCST) on a graph with one profile's settings; SeedER is ``retrieval.policy.PolicyRetriever``.
 """
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,17 +28,16 @@ from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation.metrics import batch_metrics, metric_names
 from seeder_dgl.datasets import profile_prefix
-from seeder_dgl.retrieval.baselines import seed_key
-from seeder_dgl.graphstore.backend import MemoryGraph
+from seeder_dgl.graphstore.backend import GraphBackend, RetrievalSettings
+from seeder_dgl.retrieval.base import GraphRetriever
+from seeder_dgl.retrieval.methods import BASELINES, make_retriever
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 Ranking = list[tuple[int, float]]
-MethodLike = Callable[[int], Sequence] | Any
-"""A retriever object with ``retrieve(query_emb, k)``, or a callable ``f(query_index) -> ranking``."""
+MethodLike = Callable[[int], Sequence] | GraphRetriever
+"""A retriever, or a callable ``f(query_index) -> ranking``."""
 
 KS = (1, 5, 20)
-BASELINES = ("dense", "khop", "ppr", "ppr_mmr", "beam", "pcst")
-"""The non-learned methods, in table order."""
 SEEDER = "seeder"
 ABLATION_PREFIX = "seeder-"
 BREAKDOWNS = ("hops", "qtype")
@@ -111,23 +110,13 @@ def _as_arrays(items) -> tuple[np.ndarray, np.ndarray]:
     return ids, -np.arange(ids.shape[0], dtype=np.float64)
 
 
-def _as_ranking(items) -> Ranking:
-    """A list of (int id, float score); a bare list of ids gets scores -rank."""
-    out: Ranking = []
-    for pos, it in enumerate(items or []):
-        if isinstance(it, (tuple, list)):
-            out.append((int(it[0]), float(it[1]) if len(it) > 1 else float(-pos)))
-        else:
-            out.append((int(it), float(-pos)))
-    return out
-
-
-def _runner(method: MethodLike, query_emb: np.ndarray, depth: int) -> Callable[[int], Sequence]:
-    if hasattr(method, "retrieve"):
-        return lambda i: method.retrieve(query_emb[i], depth)
+def _runner(method: MethodLike, queries: Sequence[Query], query_emb: np.ndarray,
+            depth: int) -> Callable[[int], Sequence]:
+    if isinstance(method, GraphRetriever):
+        return lambda i: method.search(queries[i].text, query_emb[i], depth).ranking
     if callable(method):
         return method
-    raise TypeError(f"a method must have .retrieve(query_emb, k) or be callable, not {type(method).__name__}")
+    raise TypeError(f"a method must be a GraphRetriever or callable, not {type(method).__name__}")
 
 
 def _means(per_query: Mapping[str, np.ndarray], index: np.ndarray | None = None) -> dict[str, float]:
@@ -193,7 +182,7 @@ def evaluate(methods: Mapping[str, MethodLike], queries: Sequence[Query], query_
 
     with Progress(disable=not progress, transient=True) as bars:
         for name, method in methods.items():
-            run = _runner(method, query_emb, depth)
+            run = _runner(method, queries, query_emb, depth)
             ids: list[np.ndarray] = []
             scores: list[np.ndarray] = []
             latency: list[float] = []
@@ -225,49 +214,11 @@ def evaluate(methods: Mapping[str, MethodLike], queries: Sequence[Query], query_
 
 
 # ---------------------------------------------------------------------------------------------
-# The project's methods over an in-memory graph
+# The project's methods
 # ---------------------------------------------------------------------------------------------
-class SeederMethod:
-    """A trained policy ranking K-hop-with-filtering subgraphs (``LoadedPolicy.rank``).
-
-    Per query: the cached subgraph of that query id when ``cached`` has it, else dense top-``seeds``
-    and ``khop_filter`` in memory (timed with the ranking). The policy gets the dataset's full
-    node-embedding matrix (rows gathered by global id, as ``model.batch.collate``).
-    """
-
-    def __init__(self, policy, graph: MemoryGraph, queries: Sequence[Query], query_emb: np.ndarray, *,
-                 seeds: int, budgets: Sequence[int], depth: int,
-                 cached: Mapping[int, QuerySubgraph] | None = None,
-                 preset_seeds: Mapping[bytes, tuple[np.ndarray, np.ndarray]] | None = None):
-        self.policy, self.graph = policy, graph
-        self.preset_seeds = dict(preset_seeds or {})
-        self.queries, self.query_emb = queries, query_emb
-        self.seeds, self.budgets, self.depth = int(seeds), list(budgets), int(depth)
-        self.cached = dict(cached or {})
-        self.cache_hits = 0
-        self.node_types = graph.type_table(policy)
-
-    def subgraph(self, i: int) -> QuerySubgraph:
-        qid = int(self.queries[i].id)
-        if qid in self.cached:
-            self.cache_hits += 1
-            # Labels are gold answers: never let them reach the ranking.
-            return replace(self.cached[qid], labels=np.zeros(0, dtype=bool), num_answers=0)
-        q = self.query_emb[i]
-        found = self.preset_seeds.get(seed_key(q))
-        seeds = (list(zip(found[0].tolist(), found[1].tolist())) if found is not None
-                 else self.graph.dense_seeds(q, self.seeds))
-        return self.graph.khop_filter(q, seeds, self.budgets, query_id=qid)
-
-    def __call__(self, i: int) -> Ranking:
-        sub = self.subgraph(i)
-        ranked = self.policy.rank([sub], self.graph.node_emb, self.query_emb[i][None, :], k=self.depth,
-                                  node_types=self.node_types)
-        return _as_ranking(ranked[0]) if ranked else []
-
-
-def cached_subgraphs(folder: Path, seeds: int, budgets: Sequence[int]) -> tuple[dict[int, QuerySubgraph], str]:
-    """Subgraphs of ``seeder-dgl extract`` in ``folder`` by query id, when built with these settings.
+def cached_subgraphs(folder: Path, settings: RetrievalSettings) -> tuple[dict[int, QuerySubgraph], str]:
+    """Subgraphs of ``seeder-dgl extract`` in ``folder`` by query id, when built with these settings
+    (seeds, budgets and relation prior).
 
     Returns ({}, why) when there is no usable cache (missing, other settings, damaged).
     """
@@ -283,9 +234,14 @@ def cached_subgraphs(folder: Path, seeds: int, budgets: Sequence[int]) -> tuple[
         found = json.loads(manifest.read_text()).get("settings") or {}
     except (OSError, ValueError):
         return {}, f"{manifest} is unreadable"
-    if int(found.get("seeds", -1)) != int(seeds) or list(found.get("budgets") or []) != list(budgets):
+    seeds, budgets = settings.seeds, list(settings.budgets)
+    if int(found.get("seeds", -1)) != int(seeds) or list(found.get("budgets") or []) != budgets:
         return {}, (f"{folder} was extracted with seeds={found.get('seeds')} budgets={found.get('budgets')}, "
-                    f"not seeds={seeds} budgets={list(budgets)}")
+                    f"not seeds={seeds} budgets={budgets}")
+    prior = settings.describe().get("relation_prior")
+    if found.get("relation_prior") != prior:
+        return {}, (f"{folder} was extracted with relation prior {found.get('relation_prior')}, not {prior}: "
+                    "run `seeder-dgl extract` again")
     try:
         records, _ = load_split(folder)
     except SeederError as exc:
@@ -341,26 +297,13 @@ def resolve_methods(requested: str | Sequence[str] | None, available: Sequence[s
     return list(dict.fromkeys(names))
 
 
-def build_baselines(graph: MemoryGraph, names: Sequence[str], *, seeds: int, budgets: Sequence[int]
-                    ) -> tuple[dict[str, Any], dict[str, dict]]:
-    """The retriever objects of ``names`` (a subset of ``BASELINES``) and their settings."""
-    from seeder_dgl.retrieval import baselines as b
-
-    g, x, r = graph.arrays, graph.node_emb, graph.rel_emb
-    makers = {
-        "dense": lambda: b.DenseRetriever(x),
-        "khop": lambda: b.KHopRetriever(g, x, r, num_seeds=seeds, budgets=tuple(budgets)),
-        "ppr": lambda: b.PPRRetriever(g, x, r),
-        "ppr_mmr": lambda: b.PPRMMRRetriever(g, x, r),
-        "beam": lambda: b.BeamRetriever(g, x, r),
-        "pcst": lambda: b.PCSTRetriever(g, x, r),
-    }
+def build_baselines(graph: GraphBackend, names: Sequence[str], settings: RetrievalSettings
+                    ) -> tuple[dict[str, GraphRetriever], dict[str, dict]]:
+    """The retrievers of ``names`` (a subset of ``BASELINES``) on ``graph``, and how each is configured."""
     methods, info = {}, {}
     for name in names:
-        if name not in makers:
+        if name not in BASELINES:
             raise SeederError(f"{name!r} is not a baseline: choose from {', '.join(BASELINES)}")
-        methods[name] = makers[name]()
-        settings = {k: v for k, v in vars(methods[name]).items()
-                    if isinstance(v, (int, float, str, list, tuple)) and not k.startswith("_")}
-        info[name] = {"class": type(methods[name]).__name__, **settings}
+        methods[name] = make_retriever(name, graph, settings)
+        info[name] = methods[name].describe()
     return methods, info

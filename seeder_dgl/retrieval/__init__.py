@@ -1,4 +1,6 @@
-"""In-memory retrieval: the K-hop-with-filtering reference and the non-learned baselines."""
+"""Retrieval: one interface for every method (``base.GraphRetriever``), the methods by name
+(``methods``: dense, K-hop, PPR, PPR+MMR, beam and PCST in ``baselines``, SeedER in ``policy``), and
+the in-memory K-hop-with-filtering reference (``memory``) re-exported here."""
 from seeder_dgl.retrieval.memory import (
     GraphArrays,
     KHopSelection,

@@ -1,169 +1,61 @@
-"""Non-learned first-stage retrievers (paper appendix "Baseline Methods"), all in memory.
+"""Non-learned first-stage retrievers (paper appendix "Baseline Methods") on either graph backend.
 
-Every retriever answers ``retrieve(query_emb, k) -> [(node_id, score), ...]``: at most ``k``
-distinct ids, score descending, ties by smaller id (PPR+MMR: selection order, whose MMR values
-are non-increasing). Similarities follow ``memory``'s float64 rules. Parameters the paper does
-not state are marked "project choice" below and in the lead's notes.
+Each is a ``GraphRetriever``: built on a graph backend and a profile's ``RetrievalSettings``, it
+starts from the seeds the settings give (k0 of them, dense, full-text or hybrid) and returns at
+most ``k`` distinct ids, score descending, ties by smaller id (PPR+MMR: selection order, whose
+MMR values are non-increasing). Similarities follow ``memory``'s float64 rules on an export and
+Neo4j's (to ~1e-6) on the live graph. Parameters the paper does not state are marked "project
+choice" below and in the lead's notes.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import scipy.sparse as sp
 
-from seeder_dgl.retrieval.memory import (
-    GraphArrays,
-    QueryScorer,
-    dense_topk,
-    induced_edges,
-    khop_select,
-    max_by_group,
-    node_similarity,
-    rank_by_score,
-    rank_desc,
-    relation_similarity,
-    unit_query,
-)
-
-Ranking = list[tuple[int, float]]
-
-
-@runtime_checkable
-class Retriever(Protocol):
-    name: str
-
-    def retrieve(self, query_emb: np.ndarray, k: int) -> Ranking: ...
-
-
-# ---------------------------------------------------------------------------------------------
-# Shared: a bounded ego graph around the dense seeds
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class EgoGraph:
-    node_ids: np.ndarray
-    """int64 [n]: seeds (dense order), then each hop's nodes by similarity (desc, id asc)."""
-    hop: np.ndarray
-    """int8 [n]: BFS distance from the seed set."""
-    sim: np.ndarray
-    """float64 [n]: sim(q, v)."""
-    src: np.ndarray
-    """int64 [m]: local source of each edge; every edge in both directions."""
-    dst: np.ndarray
-    rel: np.ndarray
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.node_ids.shape[0])
-
-
-def _distinct(ids: np.ndarray, size: int) -> np.ndarray:
-    """Sorted distinct ids: a dense mask for big inputs (hubs), a sort for small ones."""
-    if ids.shape[0] * 16 < size:
-        return np.unique(ids)
-    mask = np.zeros(size, dtype=bool)
-    mask[ids] = True
-    return np.flatnonzero(mask)
-
-
-def ego_graph(graph: GraphArrays, node_emb: np.ndarray, q_unit: np.ndarray, seeds: np.ndarray,
-              seed_sim: np.ndarray, hops: int = 2, max_nodes: int = 2000) -> EgoGraph:
-    """BFS ``hops`` levels from ``seeds`` (both edge directions), at most ``max_nodes`` nodes.
-
-    When a level would overflow the bound, only its most query-similar nodes (ties by id) are
-    kept (project choice: hub neighbourhoods would otherwise be whole-graph sized), and only the
-    kept ones are expanded further.
-    """
-    scorer = QueryScorer(node_emb, q_unit)
-    seen = np.zeros(graph.num_nodes, dtype=bool)
-    seen[seeds] = True
-    ids, hop, sims = [seeds], [np.zeros(seeds.shape[0], np.int8)], [seed_sim]
-    frontier, total = seeds, seeds.shape[0]
-    for h in range(1, hops + 1):
-        room = max_nodes - total
-        if room <= 0 or frontier.size == 0:
-            break
-        _, nbr, _ = graph.gather(frontier)
-        new = _distinct(nbr[~seen[nbr]], graph.num_nodes)
-        if new.size == 0:
-            break
-        keep, s, _ = scorer.select(new, room)  # the `room` most similar, float32-prefiltered
-        frontier = new[keep]
-        seen[frontier] = True
-        ids.append(frontier)
-        hop.append(np.full(frontier.shape[0], h, np.int8))
-        sims.append(s)
-        total += frontier.shape[0]
-    node_ids = np.concatenate(ids)
-    src, dst, rel = induced_edges(graph, node_ids)
-    return EgoGraph(node_ids, np.concatenate(hop), np.concatenate(sims), src, dst, rel)
-
-
-def seed_key(query_emb: np.ndarray) -> bytes:
-    """How preset seeds are looked up: the query embedding's float32 bytes."""
-    return np.ascontiguousarray(query_emb, dtype=np.float32).tobytes()
-
-
-class _GraphBaseline:
-    """Holds the graph and embeddings; seeds by exact dense top-k unless seeds were preset."""
-
-    name = "base"
-
-    def __init__(self, graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, num_seeds: int = 3):
-        if node_emb.shape[0] != graph.num_nodes:
-            raise ValueError(f"{node_emb.shape[0]} node embeddings for {graph.num_nodes} nodes")
-        self.graph, self.node_emb, self.rel_emb = graph, node_emb, rel_emb
-        self.num_seeds = num_seeds
-        self.preset_seeds: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-        """Seeds found elsewhere (Neo4j full-text entity linking) by ``seed_key``; other queries seed densely."""
-
-    def seeds(self, query_emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        found = self.preset_seeds.get(seed_key(query_emb))
-        return found if found is not None else dense_topk(self.node_emb, query_emb, self.num_seeds)
+from seeder_dgl.graphstore.backend import seed_and_expand
+from seeder_dgl.graphstore.neighbourhood import EgoGraph
+from seeder_dgl.retrieval.base import GraphRetriever, Ranked
+from seeder_dgl.retrieval.memory import max_by_group, rank_by_score, rank_desc
 
 
 # ---------------------------------------------------------------------------------------------
 # Dense and K-hop-with-filtering
 # ---------------------------------------------------------------------------------------------
-class DenseRetriever:
-    """Exact cosine top-k over all nodes."""
+class DenseRetriever(GraphRetriever):
+    """Top-k nodes by cosine: the backend's dense seeding asked for k nodes (exact in memory;
+    the vector index on the live graph unless the settings ask for an exact scan)."""
 
     name = "dense"
 
-    def __init__(self, node_emb: np.ndarray):
-        self.node_emb = node_emb
-
-    def retrieve(self, query_emb: np.ndarray, k: int) -> Ranking:
-        ids, sims = dense_topk(self.node_emb, query_emb, k)
-        return [(int(i), float(s)) for i, s in zip(ids, sims)]
+    def rank(self, question: str, embedding: np.ndarray, k: int) -> Ranked:
+        found = self.graph.dense_seeds(embedding, k, exact=self.settings.exact_seeds)
+        return Ranked([(int(i), float(s)) for i, s in found], [], len(found))
 
 
-class KHopRetriever(_GraphBaseline):
-    """K-hop-with-filtering from the dense seeds, one merged ranking of the subgraph.
+class KHopRetriever(GraphRetriever):
+    """K-hop-with-filtering from the seeds (the settings' budgets), one merged ranking of the subgraph.
 
     Rule: a seed's score is its similarity sim(q, v); every other node's score is the K-hop
-    score it was selected with; all nodes ranked together by score (desc, id asc).
+    score it was selected with; all nodes ranked together by score (desc, id asc), at the
+    precision the backend kept (float64 in memory, the record's float32 where that is all).
     """
 
     name = "khop"
 
-    def __init__(self, graph, node_emb, rel_emb, num_seeds: int = 3, budgets: Sequence[int] = (50, 100)):
-        super().__init__(graph, node_emb, rel_emb, num_seeds)
-        self.budgets = list(budgets)
+    def rank(self, question: str, embedding: np.ndarray, k: int) -> Ranked:
+        seeds, sub = seed_and_expand(self.graph, question, embedding, self.settings)
+        scores = sub.score if sub.exact_score is None else sub.exact_score
+        return Ranked(rank_by_score(sub.node_ids, scores, k), seeds, sub.num_nodes)
 
-    def retrieve(self, query_emb: np.ndarray, k: int) -> Ranking:
-        seeds, sims = self.seeds(query_emb)
-        sel = khop_select(self.graph, self.node_emb, self.rel_emb, query_emb, seeds, self.budgets,
-                          seed_scores=sims)
-        return rank_by_score(sel.node_ids, sel.score, k)
+    def options(self) -> dict:
+        return {"budgets": list(self.settings.budgets)}
 
 
 # ---------------------------------------------------------------------------------------------
 # Personalized PageRank, and MMR on top of it
 # ---------------------------------------------------------------------------------------------
-class PPRRetriever(_GraphBaseline):
-    """Personalized PageRank on the 2-hop ego graph of the top-3 dense seeds.
+class PPRRetriever(GraphRetriever):
+    """Personalized PageRank on the 2-hop ego graph of the seeds (``GraphBackend.ego_graph``).
 
     Restart distribution on the seeds proportional to max(sim, 0) (uniform if all are <= 0),
     restart probability 0.15, at most 20 power iterations (stop early at L1 change < 1e-12),
@@ -175,11 +67,15 @@ class PPRRetriever(_GraphBaseline):
 
     name = "ppr"
 
-    def __init__(self, graph, node_emb, rel_emb, num_seeds: int = 3, hops: int = 2, restart: float = 0.15,
-                 iterations: int = 20, ppr_weight: float = 0.5, max_nodes: int = 2000, tol: float = 1e-12):
-        super().__init__(graph, node_emb, rel_emb, num_seeds)
+    def __init__(self, graph, settings=None, *, hops: int = 2, restart: float = 0.15, iterations: int = 20,
+                 ppr_weight: float = 0.5, max_nodes: int = 2000, tol: float = 1e-12):
+        super().__init__(graph, settings)
         self.hops, self.restart, self.iterations = hops, restart, iterations
         self.ppr_weight, self.max_nodes, self.tol = ppr_weight, max_nodes, tol
+
+    def options(self) -> dict:
+        return {"hops": self.hops, "restart": self.restart, "iterations": self.iterations,
+                "ppr_weight": self.ppr_weight, "max_nodes": self.max_nodes, "tol": self.tol}
 
     def ppr(self, ego: EgoGraph, num_seeds: int) -> np.ndarray:
         """Stationary PPR vector over ``ego``'s nodes (sums to 1)."""
@@ -204,19 +100,19 @@ class PPRRetriever(_GraphBaseline):
                 break
         return x
 
-    def scores(self, query_emb: np.ndarray) -> tuple[EgoGraph, np.ndarray, np.ndarray]:
-        """(ego graph, PPR vector, combined score) for one query."""
-        seeds, sims = self.seeds(query_emb)
-        ego = ego_graph(self.graph, self.node_emb, unit_query(query_emb), seeds, sims, self.hops, self.max_nodes)
-        if seeds.size == 0:
-            return ego, np.zeros(0), np.zeros(0)
-        pr = self.ppr(ego, seeds.shape[0])
+    def scores(self, question: str, embedding: np.ndarray):
+        """(seeds, ego graph, PPR vector, combined score) for one question."""
+        seeds = self.seed(question, embedding)
+        ego = self.graph.ego_graph(embedding, seeds, self.hops, self.max_nodes)
+        if not seeds:
+            return seeds, ego, np.zeros(0), np.zeros(0)
+        pr = self.ppr(ego, len(seeds))
         combined = self.ppr_weight * pr / pr.max() + (1.0 - self.ppr_weight) * ego.sim
-        return ego, pr, combined
+        return seeds, ego, pr, combined
 
-    def retrieve(self, query_emb: np.ndarray, k: int) -> Ranking:
-        ego, _, combined = self.scores(query_emb)
-        return rank_by_score(ego.node_ids, combined, k)
+    def rank(self, question: str, embedding: np.ndarray, k: int) -> Ranked:
+        seeds, ego, _, combined = self.scores(question, embedding)
+        return Ranked(rank_by_score(ego.node_ids, combined, k), seeds, ego.num_nodes)
 
 
 class PPRMMRRetriever(PPRRetriever):
@@ -230,22 +126,27 @@ class PPRMMRRetriever(PPRRetriever):
 
     name = "ppr_mmr"
 
-    def __init__(self, graph, node_emb, rel_emb, pool: int = 250, pick: int = 20, lam: float = 0.78, **ppr_kw):
-        super().__init__(graph, node_emb, rel_emb, **ppr_kw)
+    def __init__(self, graph, settings=None, *, pool: int = 250, pick: int = 20, lam: float = 0.78, **ppr_kw):
+        super().__init__(graph, settings, **ppr_kw)
         self.pool, self.pick, self.lam = pool, pick, lam
 
-    def retrieve(self, query_emb: np.ndarray, k: int) -> Ranking:
-        ego, _, combined = self.scores(query_emb)
+    def options(self) -> dict:
+        return {**super().options(), "pool": self.pool, "pick": self.pick, "lam": self.lam}
+
+    def rank(self, question: str, embedding: np.ndarray, k: int) -> Ranked:
+        seeds, ego, _, combined = self.scores(question, embedding)
         top = rank_desc(combined, ego.node_ids, self.pool)
         ids, rel = ego.node_ids[top], combined[top]
-        span = rel.max() - rel.min() if rel.size else 0.0
+        if ids.size == 0:
+            return Ranked([], seeds, ego.num_nodes)
+        span = rel.max() - rel.min()
         rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
-        emb = np.asarray(self.node_emb[ids], dtype=np.float64)
+        emb = np.asarray(self.graph.node_features(ids)[0], dtype=np.float64)
         norm = np.linalg.norm(emb, axis=1, keepdims=True)
         emb = emb / np.where(norm == 0, 1.0, norm)
         redundancy = np.zeros(ids.shape[0])
         free = np.ones(ids.shape[0], dtype=bool)
-        out: Ranking = []
+        out = []
         for _ in range(min(int(k), self.pick, ids.shape[0])):
             value = self.lam * rel - (1.0 - self.lam) * redundancy
             cand = np.flatnonzero(free)
@@ -253,60 +154,65 @@ class PPRMMRRetriever(PPRRetriever):
             out.append((int(ids[best]), float(value[best])))
             free[best] = False
             redundancy = np.maximum(redundancy, np.maximum(emb @ emb[best], 0.0))
-        return out
+        return Ranked(out, seeds, ego.num_nodes)
 
 
 # ---------------------------------------------------------------------------------------------
 # Beam traversal
 # ---------------------------------------------------------------------------------------------
-class BeamRetriever(_GraphBaseline):
-    """Beam search from the top-3 dense seeds for 2 hops (BeamQA-style, not learned).
+class BeamRetriever(GraphRetriever):
+    """Beam search from the seeds for 2 hops (BeamQA-style, not learned).
 
     Transition v -r-> u scores ``w_path·s(v) + w_node·sim(q,u) + w_rel·sim(q,r) − hop_penalty``
     with s(seed) = sim(q, seed); a node's score is the max over the transitions reaching it.
     Candidates at a hop are neighbours of the beam not already expanded (seeds, earlier beams);
-    the best ``beam_width`` become the next beam. All reached nodes are ranked by their best
-    score. Weights (0.5 / 0.35 / 0.15, penalty 0.02, width 20) are project choices.
+    the best ``beam_width`` become the next beam. Reached nodes are ranked by their best score.
+    Weights (0.5 / 0.35 / 0.15, penalty 0.02, width 20) are project choices.
+
+    Each hop asks the backend for its best ``max(k, beam_width)`` candidates only
+    (``GraphBackend.best_neighbours``): a node among the k best overall is among the k best of
+    the hop that gave it its score, so the top k equal those of ranking every candidate.
     """
 
     name = "beam"
 
-    def __init__(self, graph, node_emb, rel_emb, num_seeds: int = 3, hops: int = 2, beam_width: int = 20,
-                 w_path: float = 0.5, w_node: float = 0.35, w_rel: float = 0.15, hop_penalty: float = 0.02):
-        super().__init__(graph, node_emb, rel_emb, num_seeds)
+    def __init__(self, graph, settings=None, *, hops: int = 2, beam_width: int = 20, w_path: float = 0.5,
+                 w_node: float = 0.35, w_rel: float = 0.15, hop_penalty: float = 0.02):
+        super().__init__(graph, settings)
         self.hops, self.beam_width = hops, beam_width
         self.w_path, self.w_node, self.w_rel, self.hop_penalty = w_path, w_node, w_rel, hop_penalty
 
-    def retrieve(self, query_emb: np.ndarray, k: int) -> Ranking:
-        q = unit_query(query_emb)
-        rel_sim = relation_similarity(self.rel_emb, q)
-        beam, beam_score = self.seeds(query_emb)
-        expanded = np.zeros(self.graph.num_nodes, dtype=bool)
-        expanded[beam] = True
-        reached, reached_score = [beam], [beam_score]
+    def options(self) -> dict:
+        return {"hops": self.hops, "beam_width": self.beam_width, "w_path": self.w_path, "w_node": self.w_node,
+                "w_rel": self.w_rel, "hop_penalty": self.hop_penalty}
+
+    def rank(self, question: str, embedding: np.ndarray, k: int) -> Ranked:
+        seeds = self.seed(question, embedding)
+        beam = seeds
+        expanded = {i for i, _ in seeds}
+        reached = [np.asarray([i for i, _ in seeds], dtype=np.int64)]
+        reached_score = [np.asarray([s for _, s in seeds], dtype=np.float64)]
         for _ in range(self.hops):
-            if beam.size == 0:
+            if not beam:
                 break
-            pos, nbr, rel = self.graph.gather(beam)
-            fresh = ~expanded[nbr]
-            pos, nbr, rel = pos[fresh], nbr[fresh], rel[fresh]
-            if nbr.size == 0:
+            found = self.graph.best_neighbours(embedding, [(v, self.w_path * s) for v, s in beam], expanded,
+                                               max(k, self.beam_width), self.w_node, self.w_rel)
+            if not len(found):
                 break
-            cand, best = max_by_group(nbr, self.w_path * beam_score[pos] + self.w_rel * rel_sim[rel])
-            score = best + self.w_node * node_similarity(self.node_emb, cand, q) - self.hop_penalty
-            reached.append(cand)
+            score = found.score - self.hop_penalty
+            reached.append(found.ids)
             reached_score.append(score)
-            keep = rank_desc(score, cand, self.beam_width)
-            beam, beam_score = cand[keep], score[keep]
-            expanded[beam] = True
+            keep = rank_desc(score, found.ids, self.beam_width)
+            beam = list(zip(found.ids[keep].tolist(), score[keep].tolist()))
+            expanded.update(found.ids[keep].tolist())
         ids, scores = max_by_group(np.concatenate(reached), np.concatenate(reached_score))
-        return rank_by_score(ids, scores, k)
+        return Ranked(rank_by_score(ids, scores, k), seeds, int(ids.shape[0]))
 
 
 # ---------------------------------------------------------------------------------------------
 # G-Retriever's PCST stage
 # ---------------------------------------------------------------------------------------------
-class PCSTRetriever(_GraphBaseline):
+class PCSTRetriever(GraphRetriever):
     """Prize-collecting Steiner tree (``pcst_fast``, GW pruning, one tree) on the 2-hop ego graph.
 
     Node prizes by similarity rank: the top ``topk_nodes`` get ``topk_nodes, ..., 1``; edge
@@ -319,13 +225,17 @@ class PCSTRetriever(_GraphBaseline):
 
     name = "pcst"
 
-    def __init__(self, graph, node_emb, rel_emb, num_seeds: int = 3, hops: int = 2, max_nodes: int = 2000,
-                 topk_nodes: int = 10, topk_edges: int = 10, edge_cost: float = 0.5):
-        super().__init__(graph, node_emb, rel_emb, num_seeds)
+    def __init__(self, graph, settings=None, *, hops: int = 2, max_nodes: int = 2000, topk_nodes: int = 10,
+                 topk_edges: int = 10, edge_cost: float = 0.5):
+        super().__init__(graph, settings)
         self.hops, self.max_nodes = hops, max_nodes
         self.topk_nodes, self.topk_edges, self.edge_cost = topk_nodes, topk_edges, edge_cost
 
-    def tree(self, ego: EgoGraph, rel_sim: np.ndarray) -> np.ndarray:
+    def options(self) -> dict:
+        return {"hops": self.hops, "max_nodes": self.max_nodes, "topk_nodes": self.topk_nodes,
+                "topk_edges": self.topk_edges, "edge_cost": self.edge_cost}
+
+    def tree(self, ego: EgoGraph) -> np.ndarray:
         """Local indices of the ego nodes in the PCST solution."""
         import pcst_fast  # optional dependency, needed only here
 
@@ -337,7 +247,7 @@ class PCSTRetriever(_GraphBaseline):
         u, v, r = ego.src[one_way], ego.dst[one_way], ego.rel[one_way]
         if u.size == 0:
             return top[:1]
-        e_sim = (ego.sim[u] + rel_sim[r] + ego.sim[v]) / 3.0
+        e_sim = (ego.sim[u] + ego.relation_sim[r] + ego.sim[v]) / 3.0
         e_prize = np.zeros(u.shape[0])
         e_top = rank_desc(e_sim, np.arange(u.shape[0]), self.topk_edges)
         e_prize[e_top] = np.arange(e_top.shape[0], 0, -1, dtype=np.float64)
@@ -354,12 +264,11 @@ class PCSTRetriever(_GraphBaseline):
         hit = vertices[vertices >= n] - n  # a virtual node brings both endpoints of its edge
         return np.unique(np.concatenate([chosen, u[virt][hit], v[virt][hit]]))
 
-    def retrieve(self, query_emb: np.ndarray, k: int) -> Ranking:
-        seeds, sims = self.seeds(query_emb)
-        q = unit_query(query_emb)
-        ego = ego_graph(self.graph, self.node_emb, q, seeds, sims, self.hops, self.max_nodes)
+    def rank(self, question: str, embedding: np.ndarray, k: int) -> Ranked:
+        seeds = self.seed(question, embedding)
+        ego = self.graph.ego_graph(embedding, seeds, self.hops, self.max_nodes)
         if ego.num_nodes == 0:
-            return []
+            return Ranked([], seeds, 0)
         in_tree = np.zeros(ego.num_nodes, dtype=bool)
-        in_tree[self.tree(ego, relation_similarity(self.rel_emb, q))] = True
-        return rank_by_score(ego.node_ids, ego.sim + 2.0 * in_tree, k)
+        in_tree[self.tree(ego)] = True
+        return Ranked(rank_by_score(ego.node_ids, ego.sim + 2.0 * in_tree, k), seeds, ego.num_nodes)

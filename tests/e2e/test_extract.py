@@ -86,38 +86,79 @@ class FixedEncoder:
         return np.stack([self.vectors[t] for t in texts]).astype(np.float32)
 
 
+def _export(neo4j_driver, dataset_label, live, tmp_path) -> MemoryGraph:
+    return MemoryGraph.from_export(export_graph(neo4j_driver, dataset_label, tmp_path / "export", progress=False), live)
+
+
+def _same_ranking(served, measured, atol=1e-5):
+    assert [i for i, _ in served] == [i for i, _ in measured]
+    np.testing.assert_allclose([s for _, s in served], [s for _, s in measured], atol=atol)
+
+
 def test_query_serves_what_eval_measures(graph, neo4j_driver, dataset_label, tmp_path):
-    """The API's K-hop answer on the live graph (Cypher) equals eval's K-hop row on the export
-    (in memory) for the same question and settings: same nodes in the same order, same scores."""
+    """The API's K-hop and PPR answers on the live graph (Neo4j) equal eval's K-hop and PPR rows
+    on the export (in memory) for the same question and settings: same nodes in the same order,
+    same scores."""
     from seeder_dgl.api import Retriever
-    from seeder_dgl.retrieval.baselines import KHopRetriever
+    from seeder_dgl.evaluation.evaluate import build_baselines
 
     live, emb = graph
     queries, q = _queries(8, emb)
-    memory = MemoryGraph.from_export(export_graph(neo4j_driver, dataset_label, tmp_path / "export", progress=False),
-                                     live)
-    khop_eval = KHopRetriever(memory.arrays, memory.node_emb, memory.rel_emb, num_seeds=3, budgets=(8, 12))
+    memory = _export(neo4j_driver, dataset_label, live, tmp_path)
+    settings = RetrievalSettings(seeds=3, budgets=(8, 12), exact_seeds=True)
+    measured, _ = build_baselines(memory, ["khop", "ppr"], settings)
     encoder = FixedEncoder({query.text: vector for query, vector in zip(queries, q)})
     with Retriever(dataset_label, method="khop", seeds=3, budgets=(8, 12), exact_seeds=True, seeding="dense",
                    driver=neo4j_driver, encoder=encoder) as api:
         for query, vector in zip(queries, q):
             served = api.retrieve(query.text, k=15)
-            measured = khop_eval.retrieve(vector, 15)
-            assert [n.id for n in served.nodes] == [i for i, _ in measured]
-            np.testing.assert_allclose([n.score for n in served.nodes], [s for _, s in measured], atol=1e-5)
-            ppr = api.retrieve(query.text, k=15, method="ppr")  # restarts at the same seeds
-            ids = [n.id for n in ppr.nodes]
-            assert len(ids) == len(set(ids)) == 15 and any(n.seed for n in ppr.nodes)
-            assert [n.score for n in ppr.nodes] == sorted((n.score for n in ppr.nodes), reverse=True)
-            assert {n.id for n in ppr.nodes if n.seed} == {n.id for n in served.nodes if n.seed}
+            khop = measured["khop"].search(query.text, vector, 15)
+            _same_ranking([(n.id, n.score) for n in served.nodes], khop.ranking)
+            ppr = api.retrieve(query.text, k=15, method="ppr")
+            expected = measured["ppr"].search(query.text, vector, 15)
+            _same_ranking([(n.id, n.score) for n in ppr.nodes], expected.ranking)
+            assert ppr.subgraph_size == expected.considered
+            # PPR restarts at the seeds K-hop expands
+            assert {n.id for n in ppr.nodes if n.seed} <= {i for i, _ in expected.seeds}
+            assert {i for i, _ in expected.seeds} == {n.id for n in served.nodes if n.seed}
+
+
+def test_every_method_ranks_the_live_graph_as_the_export(graph, neo4j_driver, dataset_label, tmp_path):
+    """Each retriever class gives the same ranking on LiveGraph as on MemoryGraph, including
+    neighbourhoods cut to their most similar nodes (a small ``max_nodes``) and beam's weighted hops."""
+    from seeder_dgl.retrieval.baselines import BeamRetriever, PCSTRetriever, PPRMMRRetriever, PPRRetriever
+    from seeder_dgl.retrieval.methods import BASELINES, make_retriever
+
+    live, emb = graph
+    queries, q = _queries(6, emb)
+    memory = _export(neo4j_driver, dataset_label, live, tmp_path)
+    settings = RetrievalSettings(seeds=3, budgets=(8, 12), exact_seeds=True)
+    pairs = [(make_retriever(name, live, settings), make_retriever(name, memory, settings)) for name in BASELINES]
+    pairs += [(cls(live, settings, max_nodes=40), cls(memory, settings, max_nodes=40))
+              for cls in (PPRRetriever, PPRMMRRetriever, PCSTRetriever)]
+    pairs.append((BeamRetriever(live, settings, beam_width=5), BeamRetriever(memory, settings, beam_width=5)))
+    for query, vector in zip(queries, q):
+        seeds = memory.dense_seeds(vector, 3)
+        on_live, in_memory = live.ego_graph(vector, seeds, 2, 40), memory.ego_graph(vector, seeds, 2, 40)
+        assert on_live.node_ids.tolist() == in_memory.node_ids.tolist()
+        assert on_live.hop.tolist() == in_memory.hop.tolist()
+        np.testing.assert_allclose(on_live.sim, in_memory.sim, atol=1e-5)
+        assert (on_live.src.tolist(), on_live.dst.tolist(), on_live.rel.tolist()) == \
+            (in_memory.src.tolist(), in_memory.dst.tolist(), in_memory.rel.tolist())
+        np.testing.assert_allclose(on_live.relation_sim, in_memory.relation_sim, atol=1e-9)
+        for on_live_method, in_memory_method in pairs:
+            served = on_live_method.search(query.text, vector, 30)
+            measured = in_memory_method.search(query.text, vector, 30)
+            _same_ranking(served.seeds, measured.seeds)
+            _same_ranking(served.ranking, measured.ranking)
 
 
 def test_query_serves_what_eval_measures_with_a_trained_policy(graph, neo4j_driver, dataset_label, tmp_path):
     """The same with SeedER: a policy trained on this graph ranks the API's live subgraph (node
-    features read from Neo4j) exactly as eval's SeederMethod ranks the in-memory one."""
+    features read from Neo4j) exactly as eval's PolicyRetriever ranks the in-memory one."""
     from seeder_dgl.api import Retriever
-    from seeder_dgl.evaluation.evaluate import SeederMethod
     from seeder_dgl.inference import load_policy
+    from seeder_dgl.retrieval.policy import PolicyRetriever
     from seeder_dgl.training.config import TrainConfig
     from seeder_dgl.training.trainer import train
 
@@ -134,12 +175,12 @@ def test_query_serves_what_eval_measures_with_a_trained_policy(graph, neo4j_driv
                    len(live.info.relation_types), tmp_path / "run", progress=False,
                    relation_types=live.info.relation_types, dataset_meta={"embedding_model": "m"})
     policy = load_policy(result.best_path, dataset=dataset_label, embedding_model="m", dimension=16)
-    measured = SeederMethod(policy, memory, queries, q, seeds=3, budgets=(8, 12), depth=15)
+    measured = PolicyRetriever(memory, settings, policy=policy)
     encoder = FixedEncoder({query.text: vector for query, vector in zip(queries, q)})
     with Retriever(dataset_label, method="seeder", checkpoint=result.best_path, seeds=3, budgets=(8, 12),
                    exact_seeds=True, seeding="dense", driver=neo4j_driver, encoder=encoder) as api:
         for i, query in enumerate(queries[:10]):
             served = api.retrieve(query.text, k=15)
-            expected = measured(i)
+            expected = measured.search(query.text, q[i], 15).ranking
             assert [n.id for n in served.nodes] == [node for node, _ in expected]
             np.testing.assert_allclose([n.score for n in served.nodes], [s for _, s in expected], atol=1e-4)

@@ -43,7 +43,7 @@ def test_fusion_and_modes():
         check_mode("magic")
 
 
-def test_fulltext_seeding_on_neo4j_finds_rare_names(neo4j_driver, dataset_label):
+def test_fulltext_seeding_on_neo4j_finds_rare_names(neo4j_driver, dataset_label, tmp_path):
     names = ["Inception", "Christopher Nolan", "actors", "Heat", "Michael Mann", "The Thin Red Line"]
     n = len(names)
     kg = KnowledgeGraph(dataset_label, names, names, np.zeros(n, np.int64), ["thing"],
@@ -72,17 +72,23 @@ def test_fulltext_seeding_on_neo4j_finds_rare_names(neo4j_driver, dataset_label)
             assert h["similarity"] == pytest.approx(float(emb[h["id"]] @ q), abs=1e-5)
         assert graph.fulltext_hits("zebra", q) == []  # words, but no name matches
 
-        # eval --profile: each question's linked seeds, fetched once, keyed for every graph baseline
-        from loaders.kg import Query
-        from seeder_dgl.evaluation.command import linked_seeds
-        from seeder_dgl.retrieval.baselines import seed_key
+        # eval --profile on the export: each question's names read from Neo4j once, then every
+        # method seeds in memory as the live graph does
+        from seeder_dgl.graphstore.backend import MemoryGraph
+        from seeder_dgl.graphstore.export import export_graph
 
-        qs = [Query(1, question, [4]), Query(2, "films by Michael Mann", [0])]
+        memory = MemoryGraph.from_export(export_graph(neo4j_driver, dataset_label, tmp_path / "export",
+                                                      progress=False), graph)
+        texts = [question, "films by Michael Mann"]
         embs = random_embeddings(2, seed=4)
-        preset = linked_seeds(graph, qs, embs, 1, "fulltext", progress=False)
-        assert preset[seed_key(embs[0])][0].tolist() == [3]
-        assert preset[seed_key(embs[1])][0].tolist() == [4]
-        assert preset[seed_key(embs[1])][1][0] == pytest.approx(float(emb[4] @ embs[1]), abs=1e-5)
+        memory.link_names(texts, embs)
+        memory.live = None  # from here on, names come from what link_names kept
+        assert seed(memory, texts[0], embs[0], 1, "fulltext")[0][0] == 3
+        linked = seed(memory, texts[1], embs[1], 1, "fulltext")
+        assert linked == [(4, pytest.approx(float(emb[4] @ embs[1]), abs=1e-5))]
+        assert linked == seed(graph, texts[1], embs[1], 1, "fulltext")
+        assert [i for i, _ in seed(memory, texts[0], embs[0], 3, "hybrid")] == \
+            [i for i, _ in seed(graph, texts[0], embs[0], 3, "hybrid", exact=True)]
     finally:
         writer.reset()
 

@@ -25,3 +25,19 @@ def random_kg(name: str, num_nodes: int, num_edges: int, seed: int = 0, num_type
 def random_embeddings(rows: int, dim: int = 16, seed: int = 0) -> np.ndarray:
     x = np.random.default_rng(seed).normal(size=(rows, dim)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+class NameIndex:
+    """The live graph's full-text index as seeding uses it: each question links one node
+    (``linked``: question -> node id); ``calls`` counts the lookups."""
+
+    def __init__(self, graph, linked: dict[str, int]):
+        self.graph, self.linked, self.calls = graph, linked, 0
+
+    def fulltext_hits(self, question, embedding, candidates=50):
+        from seeder_dgl.retrieval.memory import unit_query
+
+        self.calls += 1
+        node = self.linked[question]
+        sim = float(self.graph.node_emb[node].astype(np.float64) @ unit_query(embedding))
+        return [{"id": node, "name": question, "text_score": 1.0, "similarity": sim}]

@@ -1,5 +1,5 @@
 """evaluate(): every method on the same queries, per-query metrics, breakdowns, latency; method plans;
-SeedER over cached or in-memory subgraphs; question preparation (MetaQA-format files, no Neo4j)."""
+SeedER over extracted or in-memory subgraphs; question preparation (MetaQA-format files, no Neo4j)."""
 from __future__ import annotations
 
 import time
@@ -13,7 +13,6 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation.command import load_questions, plan_methods, prepare_questions, sample_indices
 from seeder_dgl.evaluation.evaluate import (
     BASELINES,
-    SeederMethod,
     build_baselines,
     cached_subgraphs,
     evaluate,
@@ -22,12 +21,15 @@ from seeder_dgl.evaluation.evaluate import (
     resolve_methods,
 )
 from seeder_dgl.evaluation.metrics import query_metrics
-from seeder_dgl.graphstore.backend import MemoryGraph
-from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter
+from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
+from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter, unit_query
+from seeder_dgl.retrieval.policy import PolicyRetriever
+from seeder_dgl.retrieval.relation_prior import RelationPrior
 from seeder_dgl.subgraph import cache
-from tests.helpers.graphs import random_embeddings, random_kg
+from tests.helpers.graphs import NameIndex, random_embeddings, random_kg
 
 SEEDS, BUDGETS = 3, (8, 12)
+SETTINGS = RetrievalSettings(seeds=SEEDS, budgets=BUDGETS)
 
 
 def _unit(x):
@@ -66,7 +68,7 @@ def _sleepy(i):
 
 def test_evaluate_shapes_metrics_and_latency(world):
     graph, queries, emb = world
-    methods, info = build_baselines(graph, ["dense", "khop", "ppr"], seeds=SEEDS, budgets=BUDGETS)
+    methods, info = build_baselines(graph, ["dense", "khop", "ppr"], SETTINGS)
     methods["empty"] = lambda i: []
     methods["sleepy"] = _sleepy
     result = evaluate(methods, queries, emb, k=20, depth=25, info=info, meta={"dataset": "toy"})
@@ -103,7 +105,7 @@ def test_evaluate_shapes_metrics_and_latency(world):
 
 def test_breakdowns_are_consistent_with_the_overall_means(world):
     graph, queries, emb = world
-    methods, _ = build_baselines(graph, ["dense", "khop"], seeds=SEEDS, budgets=BUDGETS)
+    methods, _ = build_baselines(graph, ["dense", "khop"], SETTINGS)
     result = evaluate(methods, queries, emb, k=20)
     for mr in result.methods.values():
         assert set(mr.groups) == {"hops", "qtype"}
@@ -148,7 +150,7 @@ def test_errors_are_raised_or_recorded(world):
 
 def test_every_baseline_runs(world):
     graph, queries, emb = world
-    methods, info = build_baselines(graph, list(BASELINES), seeds=SEEDS, budgets=BUDGETS)
+    methods, info = build_baselines(graph, list(BASELINES), SETTINGS)
     result = evaluate(methods, queries[:6], emb[:6], k=10)
     assert list(result.methods) == list(BASELINES)
     assert all(mr.error is None for mr in result.methods.values())
@@ -157,16 +159,18 @@ def test_every_baseline_runs(world):
 
 
 class FakePolicy:
-    """LoadedPolicy's interface: rank(records, node_features [N, d], query_emb [B, d], k, node_types)."""
+    """LoadedPolicy's interface: rank(records, one [n_i, d] feature array per record, query_emb [B, d],
+    k, node_types: one list of type names per record)."""
 
     def __init__(self):
         self.calls = []
 
     def rank(self, records, node_features, query_emb, k=20, node_types=None):
         out = []
-        for rec, q in zip(records, query_emb):
-            self.calls.append((rec.query_id, rec.num_nodes, rec.labels.shape[0]))
-            s = np.asarray(node_features[rec.node_ids], np.float64) @ q
+        for rec, x, q, types in zip(records, node_features, query_emb, node_types):
+            assert len(x) == len(types) == rec.num_nodes
+            self.calls.append((int(rec.node_ids[0]), rec.num_nodes, rec.labels.shape[0]))
+            s = np.asarray(x, np.float64) @ q
             order = np.argsort(-s, kind="stable")[:k]
             out.append([(int(rec.node_ids[i]), float(s[i])) for i in order])
         return out
@@ -185,19 +189,31 @@ def test_seeder_method_uses_cached_subgraphs_then_memory(world, tmp_path):
     folder = tmp_path / "subgraphs" / "val"
     cache.save_shard(cache.shard_path(folder, 0), records, emb[:2])
     cache.write_manifest(folder, {"num_shards": 1, "settings": {"seeds": SEEDS, "budgets": list(BUDGETS)}})
-    found, why = cached_subgraphs(folder, SEEDS, BUDGETS)
+    found, why = cached_subgraphs(folder, RetrievalSettings(seeds=SEEDS, budgets=BUDGETS))
     assert sorted(found) == [first[0].id, first[1].id], why
-    assert cached_subgraphs(folder, SEEDS, (5, 5))[0] == {}
-    assert cached_subgraphs(tmp_path / "nothing", SEEDS, BUDGETS)[0] == {}
+    assert cached_subgraphs(folder, RetrievalSettings(seeds=SEEDS, budgets=(5, 5)))[0] == {}
+    assert cached_subgraphs(tmp_path / "nothing", RetrievalSettings(seeds=SEEDS, budgets=BUDGETS))[0] == {}
+    # Subgraphs K-hop grew without a relation prior are not those of a profile that follows one.
+    prior = RelationPrior(np.zeros((len(BUDGETS), graph.rel_emb.shape[0], emb.shape[1])),
+                          np.zeros((len(BUDGETS), graph.rel_emb.shape[0])), ["r"] * graph.rel_emb.shape[0], {})
+    missed, why = cached_subgraphs(folder, RetrievalSettings(seeds=SEEDS, budgets=BUDGETS, relation_prior=prior))
+    assert missed == {} and "relation prior" in why
 
     policy = FakePolicy()
-    method = SeederMethod(policy, graph, first, emb[:4], seeds=SEEDS, budgets=BUDGETS, depth=15, cached=found)
-    result = evaluate({"seeder": method}, first, emb[:4], k=10)
-    assert method.cache_hits == 2
-    assert [c[0] for c in policy.calls] == [q.id for q in first]
+    expansions = {q.text: found[q.id] for q in first if q.id in found}
+    method = PolicyRetriever(graph, SETTINGS, policy=policy, expansions=expansions)
+    result = evaluate({"seeder": method}, first, emb[:4], k=10, depth=15)
+    assert method.reused == 2
+    assert [c[0] for c in policy.calls] == [int(dense_topk(graph.node_emb, e, 1)[0][0]) for e in emb[:4]]
     assert all(c[2] == 0 for c in policy.calls)  # gold labels never reach the policy
     assert all(c[1] == SEEDS + sum(BUDGETS) for c in policy.calls)
     assert all(len(r) == 15 for r in result.methods["seeder"].rankings)
+    # A reused subgraph is the one the method would have built itself.
+    for q, e in zip(first[:2], emb[:2]):
+        seeds, sub = method.subgraph(q.text, e)
+        fresh = PolicyRetriever(graph, SETTINGS, policy=policy).subgraph(q.text, e)
+        assert sub.node_ids.tolist() == fresh[1].node_ids.tolist()
+        assert [i for i, _ in seeds] == [i for i, _ in fresh[0]]
 
 
 def test_resolve_and_plan_methods(tmp_path):
@@ -287,29 +303,26 @@ def test_sample_indices_is_fixed_and_sorted():
     assert sample_indices(5, None).tolist() == [0, 1, 2, 3, 4]
 
 
-def test_preset_seeds_replace_dense_seeding(world):
-    """A profile's full-text seeds (found in Neo4j once per question) reach every graph method."""
-    from seeder_dgl.retrieval.baselines import seed_key
-
+def test_text_seeds_reach_every_method_of_an_evaluation(world):
+    """A profile's full-text seeds (names read from Neo4j once per question) reach every graph
+    method, SeedER included, through the backend's seeding."""
     graph, queries, emb = world
-    methods, _ = build_baselines(graph, ["khop"], seeds=1, budgets=BUDGETS)
-    khop = methods["khop"]
-    q = emb[0]
-    dense_first = khop.seeds(q)[0][0]
-    chosen = next(i for i in range(graph.arrays.num_nodes) if i != dense_first)
-    preset = {seed_key(q): (np.asarray([chosen]), np.asarray([0.5], np.float32))}
-    khop.preset_seeds = preset
-    assert khop.seeds(q)[0].tolist() == [chosen]
-    assert khop.seeds(emb[1])[0].tolist() == dense_topk(graph.node_emb, emb[1], 1)[0].tolist()
-    expected = khop_filter(graph.arrays, graph.node_emb, graph.rel_emb, q, np.asarray([chosen]), BUDGETS,
-                           seed_scores=np.asarray([0.5], np.float32))
-    ranked = [i for i, _ in khop.retrieve(q, 50)]
-    assert ranked and set(ranked) <= set(expected.node_ids.tolist()) and chosen in ranked
-
+    chosen = {q.text: (int(dense_topk(graph.node_emb, e, 2)[0][1])) for q, e in zip(queries[:6], emb[:6])}
+    index = NameIndex(graph, chosen)
+    linked = MemoryGraph(graph.arrays, graph.node_emb, graph.rel_emb, live=index)
+    linked.link_names([q.text for q in queries[:6]], emb[:6])
+    settings = RetrievalSettings(seeds=1, budgets=BUDGETS, seeding="fulltext")
+    methods, info = build_baselines(linked, ["khop", "ppr", "beam"], settings)
+    assert info["khop"]["seeding"] == "fulltext" and info["khop"]["seeds"] == 1
     policy = FakePolicy()
-    method = SeederMethod(policy, graph, queries[:1], emb[:1], seeds=1, budgets=BUDGETS, depth=10,
-                          preset_seeds=preset)
-    assert method.subgraph(0).node_ids[0] == chosen
+    methods["seeder"] = PolicyRetriever(linked, settings, policy=policy)
+    result = evaluate(methods, queries[:6], emb[:6], k=10)
+    assert index.calls == 6  # once per question, not once per method
+    assert [c[0] for c in policy.calls] == [chosen[q.text] for q in queries[:6]]  # the subgraphs' seeds
+    for q, e, r in zip(queries[:6], emb[:6], result.methods["khop"].rankings):
+        expected = khop_filter(graph.arrays, graph.node_emb, graph.rel_emb, e, [chosen[q.text]], BUDGETS,
+                               seed_scores=[float(graph.node_emb[chosen[q.text]].astype(np.float64) @ unit_query(e))])
+        assert {i for i, _ in r} <= set(expected.node_ids.tolist())
 
 
 def test_ablations_follow_the_profile_of_each_run(tmp_path):

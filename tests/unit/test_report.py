@@ -19,7 +19,7 @@ from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation import plots, report
 from seeder_dgl.evaluation.evaluate import build_baselines, evaluate
-from seeder_dgl.graphstore.backend import MemoryGraph
+from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
 from seeder_dgl.evaluation.metrics import batch_metrics
 from seeder_dgl.retrieval.baselines import KHopRetriever
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk
@@ -45,7 +45,7 @@ def world():
 @pytest.fixture(scope="module")
 def result(world):
     graph, queries, emb = world
-    methods, info = build_baselines(graph, ["dense", "khop"], seeds=3, budgets=(10, 20))
+    methods, info = build_baselines(graph, ["dense", "khop"], RetrievalSettings(seeds=3, budgets=(10, 20)))
     methods["nothing"] = lambda i: []
     return evaluate(methods, queries, emb, k=20, depth=30, info=info,
                     meta={"dataset": "toy", "split": "val", "questions": {"dropped_no_answers": 2}})
@@ -143,8 +143,8 @@ def test_budget_sweep_matches_the_retrievers(world):
     answers = [q.answers for q in queries]
     dense = batch_metrics([dense_topk(graph.node_emb, q, 50)[0] for q in emb], answers)
     assert sweep["dense"]["recall@any"][2] == pytest.approx(dense["recall@any"].mean())
-    khop = KHopRetriever(graph.arrays, graph.node_emb, graph.rel_emb, num_seeds=3, budgets=(10, 20))
-    ref = batch_metrics([khop.retrieve(q, 33) for q in emb], answers)
+    khop = KHopRetriever(graph, RetrievalSettings(seeds=3, budgets=(10, 20)))
+    ref = batch_metrics([khop.search(q.text, e, 33).ranking for q, e in zip(queries, emb)], answers)
     for metric in ("hit@any", "recall@any", "mrr", "size"):
         assert sweep["khop"][metric][1] == pytest.approx(ref[metric].mean())
     assert sweep["khop"]["size"][0] <= 5 and sweep["dense"]["size"][0] == 5
