@@ -61,6 +61,20 @@ CHANGES: dict[str, dict] = {
                              "frontier_caps": (40, 80, 120, 120), "expansion_sizes": (6, 6, 6, 6)},
     "combined_caps_lookahead": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                                 "frontier_caps": (40, 80, 120), "lookahead": True},
+    "lookahead_wide": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                       "frontier_caps": (80, 160, 240), "lookahead": True},
+    "lookahead_nocap": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                        "frontier_caps": (600, 600, 600), "lookahead": True},
+    # Rows named prior_* run on subgraphs extracted with the learned relation prior (the deep
+    # profile since 2026-11-24); their "subgraphs" field records the extraction settings.
+    "prior_caps_lookahead": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                             "frontier_caps": (40, 80, 120), "lookahead": True},
+    "prior_wide": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                   "frontier_caps": (80, 160, 240), "lookahead": True},
+    "prior_path": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                   "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True},
+    "lookahead_picks": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                        "frontier_caps": (40, 80, 120), "expansion_sizes": (9, 10, 10), "lookahead": True},
 }
 VARIANTS: dict[str, dict] = {name: {**BASE, **change} for name, change in CHANGES.items()}
 METRICS = ("hit@1", "hit@5", "mrr", "recall@20", "hit@any")
@@ -84,6 +98,7 @@ def load_data(dataset: str, profile: str, train_n: int, val_n: int):
 
 
 def run_variant(name: str, args) -> dict:
+    from seeder_dgl.datasets import subgraph_dir
     from seeder_dgl.evaluation.diagnose import diagnose
     from seeder_dgl.inference import load_policy
     from seeder_dgl.training.command import build_config
@@ -113,7 +128,9 @@ def run_variant(name: str, args) -> dict:
         m = evaluate_rankings([[i for i, _ in ranked[j]] for j in idx], [val_r[j] for j in idx])
         by_hop[str(h)] = {k: m[k] for k in METRICS}
     overall = evaluate_rankings([[i for i, _ in r] for r in ranked], val_r)
-    return {"name": name, "overrides": CHANGES[name], "train_questions": len(train_r), "val_questions": len(val_r),
+    manifest = json.loads((subgraph_dir(args.dataset, args.profile, "train") / "manifest.json").read_text())
+    return {"name": name, "overrides": CHANGES[name], "subgraphs": manifest.get("settings"),
+            "train_questions": len(train_r), "val_questions": len(val_r),
             "epochs": args.epochs, "profile": args.profile, "best_epoch": result.best_epoch,
             "parameters": result.num_parameters, "train_seconds": round(seconds, 1),
             "queries_per_s": float(np.mean([h["queries_per_s"] for h in result.history])),
@@ -131,17 +148,21 @@ def report(dataset: str) -> None:
     lines = [f"# Policy variants on {dataset} (validation sample)", "",
              "Same training and validation samples for every row. Each variant changes the paper's model and "
              "loss (BPR, lr 1e-3, no node types, relations not conditioned on the query) as listed below. "
-             "With ~500 questions per hop count, differences under ~0.03 are within noise.", "",
-             "| variant | params | q/s | " + " | ".join(f"H@1 {h}h | H@5 {h}h | picked {h}h" for h in hops)
+             "With ~500 questions per hop count, differences under ~0.03 are within noise. "
+             "'prior': the subgraphs were grown with the learned relation prior (seeder_dgl/retrieval/"
+             "relation_prior.py). q/s depends on how many runs shared the 2-core machine: compare it only "
+             "between rows run side by side.", "",
+             "| variant | subgraphs | params | q/s | " + " | ".join(f"H@1 {h}h | H@5 {h}h | picked {h}h" for h in hops)
              + " | H@1 all | R@20 all |",
-             "|---|---:|---:|" + "---:|---:|---:|" * len(hops) + "---:|---:|"]
+             "|---|---|---:|---:|" + "---:|---:|---:|" * len(hops) + "---:|---:|"]
     for r in sorted(rows, key=lambda r: r["name"]):
         cells = []
         for h in hops:
             m = r["by_hop"].get(h, {})
             f = r["funnel"]["groups"].get("hops", {}).get(h, {})
             cells += [f"{m.get('hit@1', 0):.3f}", f"{m.get('hit@5', 0):.3f}", f"{f.get('picked', 0):.3f}"]
-        lines.append(f"| {r['name']} | {r['parameters']:,} | {r['queries_per_s']:.0f} | " + " | ".join(cells)
+        grown = "prior" if (r.get("subgraphs") or {}).get("relation_prior") else "sim(q, r)"
+        lines.append(f"| {r['name']} | {grown} | {r['parameters']:,} | {r['queries_per_s']:.0f} | " + " | ".join(cells)
                      + f" | {r['overall']['hit@1']:.3f} | {r['overall']['recall@20']:.3f} |")
     lines += ["", "Settings: " + "; ".join(f"{r['name']} = {r['overrides'] or 'defaults'} "
                                           f"({r['train_questions']} train q, {r['epochs']} epochs, "

@@ -74,6 +74,25 @@ def neo4j_start(timeout: float = typer.Option(180.0, help="Seconds to wait for B
         pid, started = server.start(timeout=timeout)
     verb = "started" if started else "already running"
     console.print(f"Neo4j {verb}: pid {pid}, {server.settings.uri}, data in {server.settings.data_dir}")
+    if server.procedures_problem:
+        err_console.print(f"[yellow]warning:[/] {server.procedures_problem}; K-hop runs through Cypher",
+                          highlight=False, soft_wrap=True)
+
+
+@neo4j_app.command("plugin")
+@one_line_errors
+def neo4j_plugin():
+    """Build seeder-dgl's Neo4j procedures (once per version) and print the jar's path.
+
+    `neo4j start` installs them in the local server itself. For a server of your own, copy the jar
+    into its plugins/ folder and restart it: K-hop then runs inside the server (SEEDER_KHOP).
+    """
+    from seeder_dgl.graphstore.procedures import build_jar
+    from seeder_dgl.graphstore.server import ServerSettings, default_home
+
+    with err_console.status("Building the seeder-dgl procedures with Maven..."):
+        jar = build_jar(ServerSettings(home=default_home()).plugins_cache)
+    typer.echo(str(jar))
 
 
 @neo4j_app.command("stop")
@@ -93,8 +112,9 @@ def neo4j_stop():
 @neo4j_app.command("status")
 @one_line_errors
 def neo4j_status():
-    """Say whether the server answers, and its version and edition."""
+    """Say whether the server answers, its version and edition, and whether it has seeder-dgl's procedures."""
     from seeder_dgl.graphstore.connection import open_driver, server_components
+    from seeder_dgl.graphstore.procedures import server_has_procedures
 
     settings, server = _local_server()
     if server is not None and not server.is_running():
@@ -102,8 +122,10 @@ def neo4j_status():
         raise typer.Exit(3)
     with open_driver(settings) as driver:
         info = server_components(driver)
+        procedures = "with" if server_has_procedures(driver, settings.database) else "without"
     pid = f", pid {server.pid()}" if server is not None else ""
-    console.print(f"Neo4j {info['versions'][0]} {info['edition']} answers at {settings.uri}{pid}")
+    console.print(f"Neo4j {info['versions'][0]} {info['edition']} answers at {settings.uri}{pid}, "
+                  f"{procedures} seeder-dgl's procedures")
 
 
 # ---- shared option helpers ---------------------------------------------------------------------
@@ -476,6 +498,8 @@ def extract(
                                               "read the graph from Neo4j once, then the same K-hop in memory (faster)."),
     questions: str = typer.Option(None, help="Question file of your own graph (CSV or JSON lines) "
                                              "\\[default: the one recorded at ingest]."),
+    refit_prior: bool = typer.Option(False, help="Fit the learned relation prior again on the training "
+                                                 "questions (profiles that use one), e.g. after the graph changed."),
 ):
     """Extract K-hop-with-filtering subgraphs of question splits from the live graph into the cache.
 
@@ -521,6 +545,20 @@ def extract(
 
             graph = MemoryGraph.from_export(export_graph(driver, dataset, dataset_dir(dataset) / "export"), graph)
             settings = dataclasses.replace(settings, exact_seeds=True)  # seeding in memory is an exact scan
+        if defaults.relation_prior:
+            if "train" not in qa.splits:
+                raise SeederError(f"{dataset}'s profile {profile!r} learns which relations to follow from training "
+                                  "questions, and it has none: give questions a train split, or use --profile paper")
+            from seeder_dgl.graphstore.export import export_graph
+            from seeder_dgl.subgraph.extract import ensure_relation_prior
+
+            memory = graph if isinstance(graph, MemoryGraph) else MemoryGraph.from_export(
+                export_graph(driver, dataset, dataset_dir(dataset) / "export"), graph)
+            with console.status("Relation prior: paths of the training questions..."):
+                prior = ensure_relation_prior(driver, memory, qa.split("train"), encoder, settings,
+                                              refit=refit_prior, progress=False)
+            console.print(f"relation prior: fitted on {prior.stats.get('questions', '?')} training questions")
+            settings = dataclasses.replace(settings, relation_prior=prior)
         for name in split:
             queries = qa.sample(name, sample)
             queries = queries[:limit] if limit else queries

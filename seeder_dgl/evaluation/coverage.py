@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from rich.progress import Progress
@@ -21,14 +21,18 @@ class CoverageSetting:
     mode: str
     seeds: int
     budgets: tuple[int, ...]
+    relation_prior: object = field(default=None, compare=False, hash=False)
+    """A fitted ``RelationPrior`` the K-hop follows, or None (sim(q, r), the paper's)."""
 
     @property
     def name(self) -> str:
-        return f"{self.mode} k0={self.seeds} b={'/'.join(map(str, self.budgets))}"
+        prior = " +prior" if self.relation_prior is not None else ""
+        return f"{self.mode} k0={self.seeds} b={'/'.join(map(str, self.budgets))}{prior}"
 
     @property
     def retrieval(self) -> RetrievalSettings:
-        return RetrievalSettings(seeds=self.seeds, budgets=tuple(self.budgets), seeding=self.mode)
+        return RetrievalSettings(seeds=self.seeds, budgets=tuple(self.budgets), seeding=self.mode,
+                                 relation_prior=self.relation_prior)
 
 
 def coverage(graph, queries: list[Query], query_emb: np.ndarray, settings: list[CoverageSetting],
@@ -58,7 +62,8 @@ def coverage(graph, queries: list[Query], query_emb: np.ndarray, settings: list[
                 recs = groups[key]
                 topics = [r["topic"] for r in recs if r["topic"] is not None]
                 rows.append({"setting": setting.name, "mode": setting.mode, "seeds": setting.seeds,
-                             "budgets": list(setting.budgets), "group": key, "queries": len(recs),
+                             "budgets": list(setting.budgets), "relation_prior": setting.relation_prior is not None,
+                             "group": key, "queries": len(recs),
                              "topic_in_seeds": float(np.mean(topics)) if topics else None,
                              "answer_in_seeds": float(np.mean([r["answer_seed"] for r in recs])),
                              "subgraph_hit_any": float(np.mean([r["hit"] for r in recs])),

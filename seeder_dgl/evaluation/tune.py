@@ -27,6 +27,8 @@ CANDIDATES = (
     CoverageSetting("fulltext", 1, (15, 110, 374)),
     CoverageSetting("hybrid", 3, (15, 110, 372)),
 )
+MIN_PRIOR_QUESTIONS = 100
+"""Training questions with an answer needed before a relation prior is fitted and tried."""
 TOLERANCE = 0.01
 """Subgraph Hit@any a cheaper setting may give up against the best one."""
 MAX_QUESTIONS = 500
@@ -60,6 +62,37 @@ def choose(rows: list[dict], candidates=CANDIDATES) -> dict:
     return min(eligible, key=lambda r: (round(r["mean_nodes"]), order.get(r["setting"], len(order))))
 
 
+def _setting(row: dict) -> CoverageSetting:
+    return CoverageSetting(row["mode"], int(row["seeds"]), tuple(int(b) for b in row["budgets"]))
+
+
+def _with_prior(driver, graph, qa, sample: list[Query], emb, chosen: dict, console) -> list[dict]:
+    """Coverage rows of the chosen setting with a relation prior fitted on the training questions
+    (``retrieval.relation_prior``); none when there are too few training questions to fit one.
+
+    The prior is stored with the dataset either way (``extract`` would fit the same one); whether
+    retrieval follows it is decided by the rows, like every other setting.
+    """
+    from seeder_dgl.subgraph.extract import ensure_relation_prior
+
+    train = [q for q in qa.split("train") if q.answers] if "train" in qa.splits else []
+    if len(train) < MIN_PRIOR_QUESTIONS:
+        return []
+    from seeder_dgl.datasets import resolve_model
+    from seeder_dgl.embeddings import TextEncoder
+
+    setting = _setting(chosen)
+    encoder = TextEncoder(resolve_model(graph.info.model))
+    try:
+        with console.status("Relation prior: paths of the training questions..."):
+            prior = ensure_relation_prior(driver, graph, train, encoder, setting.retrieval, refit=True, progress=False)
+    except SeederError as exc:  # too few answers within reach: the paper's sim(q, r) it is
+        console.print(f"[yellow]note:[/] no relation prior: {exc}")
+        return []
+    with_prior = CoverageSetting(setting.mode, setting.seeds, setting.budgets, relation_prior=prior)
+    return coverage(graph, sample, emb, [with_prior], group_by="hops", progress=True)
+
+
 def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: int = 0) -> dict:
     """Run the candidates, store the choice, return it (also written to ``<cache>/<dataset>/tune.json``)."""
     from rich.console import Console
@@ -90,7 +123,12 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
                                         live)
         rows = coverage(graph, sample, emb, list(CANDIDATES), group_by="hops", progress=True)
         chosen = choose(rows)
+        prior_rows = _with_prior(driver, graph, qa, sample, emb, chosen, console)
+        if prior_rows:
+            rows += prior_rows
+            chosen = choose(rows)  # the prior wins only by more than TOLERANCE (same nodes, listed last)
         settings = {"seeds": chosen["seeds"], "budgets": list(chosen["budgets"]), "seeding": chosen["mode"],
+                    "relation_prior": bool(chosen.get("relation_prior")),
                     "subgraph_hit_any": round(chosen["subgraph_hit_any"], 4), "questions": len(sample),
                     "chosen_on": used}
         driver.execute_query(query("dataset/set_retrieval"), name=dataset, retrieval=json.dumps(settings))

@@ -9,17 +9,22 @@
   (``retrieval.memory``, tested equal to the Cypher statements) and exact dense seeding; what
   ``extract``, ``eval`` and coverage use to process tens of thousands of questions. The full-text
   index, names and triples are read from the live graph it was exported from, when it has one.
+
+Every retrieval method (``retrieval.base.GraphRetriever``) reads a graph only through this
+protocol, so the same class ranks the same nodes on both backends.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Protocol, Sequence
 
 import numpy as np
 
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
 from seeder_dgl.graphstore.seeding import seed
-from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter
+from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, induced_edges, khop_select
+from seeder_dgl.retrieval.relation_prior import RelationPrior
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 Seeds = list[tuple[int, float]]
@@ -38,8 +43,20 @@ class GraphBackend(Protocol):
     def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = 50) -> list[dict]:
         """Nodes whose names match the question's words: dicts with id, name, text_score, similarity."""
 
-    def khop_filter(self, embedding: np.ndarray, seeds: Seeds, budgets: list[int]) -> QuerySubgraph:
-        """K-hop-with-filtering from ``seeds``: the best ``budgets[h]`` new nodes at hop h+1."""
+    def khop_filter(self, embedding: np.ndarray, seeds: Seeds, budgets: list[int],
+                    relation_scores: np.ndarray | None = None) -> QuerySubgraph:
+        """K-hop-with-filtering from ``seeds``: the best ``budgets[h]`` new nodes at hop h+1;
+        ``relation_scores`` [hops, R] replace sim(q, r) hop by hop (a ``RelationPrior``)."""
+
+    def ego_graph(self, embedding: np.ndarray, seeds: Seeds, hops: int = 2, max_nodes: int = 2000) -> EgoGraph:
+        """The seeds' BFS neighbourhood, each overflowing level cut to its most similar nodes (PPR, PCST)."""
+
+    def best_neighbours(self, embedding: np.ndarray, frontier: Seeds, exclude: Sequence[int], limit: int,
+                        node_weight: float = 1.0, relation_weight: float = 0.0) -> Neighbours:
+        """The best ``limit`` neighbours of a weighted frontier outside ``exclude`` (beam search)."""
+
+    def node_features(self, node_ids) -> tuple[np.ndarray, list, list]:
+        """Embeddings [n, d] (rows in the order given), types and names of the nodes (SeedER, MMR)."""
 
 
 @dataclass(frozen=True)
@@ -54,17 +71,74 @@ class RetrievalSettings:
     """Dense seeds by an exact scan instead of the vector index (live graphs; memory is always exact)."""
     seeding: str = "dense"
     """dense, fulltext or hybrid (graphstore.seeding)."""
+    relation_prior: RelationPrior | None = None
+    """The dataset's learned relation prior (``retrieval.relation_prior``): it replaces sim(q, r) in
+    the K-hop score hop by hop; None: the paper's sim(q, r)."""
 
     @property
     def budget(self) -> int:
         return self.seeds + sum(self.budgets)
+
+    def describe(self) -> dict:
+        """The settings as JSON values (cache manifests): the prior by its fingerprint, and only when
+        there is one, so caches extracted without a prior keep their manifests' form."""
+        out = {"seeds": self.seeds, "budgets": list(self.budgets), "exact_seeds": self.exact_seeds,
+               "seeding": self.seeding}
+        if self.relation_prior is not None:
+            out["relation_prior"] = self.relation_prior.fingerprint
+        return out
+
+    def relation_scores(self, embedding: np.ndarray) -> np.ndarray | None:
+        """[hops, R] relation terms of the K-hop score for this question, or None (sim(q, r))."""
+        if self.relation_prior is None:
+            return None
+        return self.relation_prior.scores(embedding, hops=len(self.budgets))
+
+
+def stored_relation_prior(graph) -> RelationPrior | None:
+    """The relation prior fitted for ``graph``'s dataset (stored in its Neo4j record), with its
+    columns in the dataset's current relation order; None when none was fitted."""
+    info = graph.info
+    text = getattr(info, "relation_prior", None)
+    if not text:
+        return None
+    try:
+        prior = RelationPrior.from_json(text)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SeederError(f"the relation prior stored for {info.name!r} is damaged ({exc}): "
+                          f"fit it again with `seeder-dgl extract {info.name} --refit-prior`") from None
+    return prior.aligned(info.relation_types)
+
+
+def with_relation_prior(settings: RetrievalSettings, graph, wanted: bool, required: bool = True) -> RetrievalSettings:
+    """``settings`` with the dataset's stored relation prior when its profile asks for one.
+
+    None fitted yet (``extract`` fits it): a one-line error when ``required`` (a trained policy
+    learned on subgraphs grown with it), else the paper's sim(q, r) (K-hop and the baselines right
+    after ingest).
+    """
+    if not wanted:
+        return settings
+    prior = stored_relation_prior(graph)
+    if prior is None and not required:
+        return settings
+    if prior is None:
+        name = graph.info.name
+        raise SeederError(f"{name!r} follows a learned relation prior in this profile and none is fitted yet: "
+                          f"run `seeder-dgl extract {name}` (it fits one on the training questions)")
+    return replace(settings, relation_prior=prior)
 
 
 def seed_and_expand(graph: GraphBackend, question: str, embedding: np.ndarray,
                     settings: RetrievalSettings) -> tuple[Seeds, QuerySubgraph]:
     """The seeds of ``question`` and the K-hop-with-filtering subgraph grown from them."""
     seeds = seed(graph, question, embedding, settings.seeds, settings.seeding, exact=settings.exact_seeds)
-    return seeds, graph.khop_filter(embedding, seeds, list(settings.budgets))
+    scores = settings.relation_scores(embedding)
+    if scores is None:
+        return seeds, graph.khop_filter(embedding, seeds, list(settings.budgets))
+    sub = graph.khop_filter(embedding, seeds, list(settings.budgets), relation_scores=scores)
+    sub.relation_scores = scores.astype(np.float32)  # the policy's path feature reads them
+    return seeds, sub
 
 
 @dataclass
@@ -81,6 +155,8 @@ class MemoryGraph:
     node_type_names: list[str] | None = None
     live: object | None = None
     """The LiveGraph this was exported from: its full-text index serves text seeding."""
+    _linked: dict = field(default_factory=dict, init=False, repr=False)
+    """(question, candidates) -> (embedding, full-text hits) read by ``link_names``."""
 
     @classmethod
     def from_export(cls, export, live=None) -> "MemoryGraph":
@@ -105,15 +181,56 @@ class MemoryGraph:
         return list(zip(ids.tolist(), sims.tolist()))
 
     def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = 50) -> list[dict]:
+        found = self._linked.get((question, int(candidates)))
+        if found is not None and np.array_equal(found[0], embedding):
+            return found[1]
         if self.live is None:
             raise SeederError("full-text seeding needs the live graph's name index: "
                               "build the in-memory graph with MemoryGraph.from_export(export, live)")
         return self.live.fulltext_hits(question, embedding, candidates)
 
+    def link_names(self, questions: Sequence[str], embeddings: np.ndarray, candidates: int = 50,
+                   progress: bool = False) -> None:
+        """Read the full-text hits of every question from the live name index now, and keep them.
+
+        ``eval`` runs several methods on the same questions: with this, each question costs one
+        Neo4j query instead of one per method, and no method's latency includes it (as none
+        includes embedding the question). Hits are reused only for the same embedding, since they
+        carry cos(q, v).
+        """
+        from tqdm.auto import tqdm
+
+        for question, embedding in tqdm(list(zip(questions, embeddings)), desc="full-text names in Neo4j",
+                                        disable=not progress, unit="q"):
+            hits = self.fulltext_hits(question, embedding, candidates)
+            self._linked[(question, int(candidates))] = (np.array(embedding, copy=True), hits)
+
     def khop_filter(self, embedding: np.ndarray, seeds: Seeds, budgets: Sequence[int],
-                    query_id: int = -1) -> QuerySubgraph:
-        return khop_filter(self.arrays, self.node_emb, self.rel_emb, embedding, [s for s, _ in seeds], list(budgets),
-                           seed_scores=[v for _, v in seeds], query_id=query_id)
+                    relation_scores: np.ndarray | None = None, query_id: int = -1) -> QuerySubgraph:
+        sel = khop_select(self.arrays, self.node_emb, self.rel_emb, embedding, [s for s, _ in seeds], list(budgets),
+                          seed_scores=[v for _, v in seeds], relation_scores=relation_scores)
+        src, dst, rel = induced_edges(self.arrays, sel.node_ids)
+        return QuerySubgraph(query_id=query_id, node_ids=sel.node_ids, hop=sel.hop, score=sel.score.astype(np.float32),
+                             src=src, dst=dst, rel=rel, exact_score=sel.score)
+
+    def ego_graph(self, embedding: np.ndarray, seeds: Seeds, hops: int = 2, max_nodes: int = 2000) -> EgoGraph:
+        return memory_ego_graph(self.arrays, self.node_emb, self.rel_emb, embedding, seeds, hops, max_nodes)
+
+    def best_neighbours(self, embedding: np.ndarray, frontier: Seeds, exclude: Sequence[int], limit: int,
+                        node_weight: float = 1.0, relation_weight: float = 0.0) -> Neighbours:
+        return memory_best_neighbours(self.arrays, self.node_emb, self.rel_emb, embedding, frontier, exclude, limit,
+                                      node_weight, relation_weight)
+
+    def node_features(self, node_ids) -> tuple[np.ndarray, list, list]:
+        """Embeddings [n, d] and type names of the nodes (None where unknown); names are not
+        exported, so they are empty strings."""
+        ids = np.asarray(node_ids, dtype=np.int64).reshape(-1)
+        if self.node_type is None:
+            types = [None] * ids.shape[0]
+        else:
+            names = self.node_type_names or []
+            types = [names[t] if 0 <= t < len(names) else None for t in self.node_type[ids].tolist()]
+        return np.asarray(self.node_emb[ids], dtype=np.float32), types, [""] * ids.shape[0]
 
     def type_table(self, policy) -> np.ndarray | None:
         """Type ids of every node in ``policy``'s (``LoadedPolicy``) type vocabulary, or None."""

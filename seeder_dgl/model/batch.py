@@ -81,6 +81,9 @@ class SubgraphBatch:
     """int64 [B]: edges per subgraph; edges are stored graph after graph."""
     node_type: Tensor | None = None
     """int64 [n]: node type id in the policy's type vocabulary (``Preprocessing``); None: no types."""
+    relation_scores: Tensor | None = None
+    """float [B, hops, R]: the relation terms each subgraph's K-hop followed (a relation prior's);
+    None when a subgraph of the batch has none."""
     origin: Tensor | None = None
     """int64 [n]: for a batch made by ``select_graphs``/``replicate``, each node's index in the batch it
     was made from (per-node results of that batch are gathered with it); None: an original batch."""
@@ -130,6 +133,7 @@ class SubgraphBatch:
             labels=self.labels[node_take], num_answers=self.num_answers[index], node_ids=self.node_ids[node_take],
             batch_num_nodes=new_nodes, batch_num_edges=new_edges,
             node_type=None if self.node_type is None else self.node_type[node_take],
+            relation_scores=None if self.relation_scores is None else self.relation_scores[index],
             origin=node_take if self.origin is None else self.origin[node_take],
         )
 
@@ -191,7 +195,16 @@ def collate(records: list[QuerySubgraph], node_features: np.ndarray, query_featu
         batch_num_nodes=torch.from_numpy(num_nodes),
         batch_num_edges=torch.from_numpy(num_edges),
         node_type=None if node_types is None else torch.from_numpy(np.asarray(node_types[node_ids], dtype=np.int64)),
+        relation_scores=_stack_relation_scores(records, dtype),
     )
+
+
+def _stack_relation_scores(records: list[QuerySubgraph], dtype: torch.dtype) -> Tensor | None:
+    """[B, hops, R] when every record carries relation scores of one shape, else None."""
+    shapes = {r.relation_scores.shape for r in records}
+    if len(shapes) != 1 or not records or records[0].relation_scores.size == 0:
+        return None
+    return torch.from_numpy(np.stack([r.relation_scores for r in records]).astype(np.float32)).to(dtype)
 
 
 def fit_pca(matrix: np.ndarray, dim: int, chunk_rows: int = 65536) -> tuple[np.ndarray, np.ndarray]:

@@ -101,6 +101,35 @@ def relation_degrees(src: Tensor, rel: Tensor, num_nodes: int, num_relations: in
     return torch.log1p(counts.reshape(num_nodes, num_relations).to(torch.float32))
 
 
+def relation_path_scores(batch: SubgraphBatch) -> Tensor:
+    """π [n]: how well the best K-hop path from a seed to each node follows the question's relations.
+
+    π(seed) = 1 and, hop by hop, π(u) = max over edges v -r-> u from the previous hop of
+    π(v) · p_h(r | q), with p the relation terms the subgraph's K-hop followed
+    (``SubgraphBatch.relation_scores``, a learned relation prior's). A node reached only through
+    relations the question does not ask for gets π near 0, an answer at the end of the asked-for
+    path near 1. All zeros when the batch has no relation scores.
+    """
+    pi = torch.zeros(batch.num_nodes, dtype=torch.float32, device=batch.device)
+    scores = batch.relation_scores
+    if scores is None:
+        return pi
+    scores = scores.to(torch.float32)
+    pi[batch.seed_mask] = 1.0
+    hop = batch.hop.to(torch.int64)
+    num_hops, num_rel = scores.shape[1], scores.shape[2]
+    graph_of_edge = batch.graph_index[batch.dst]
+    known = batch.rel < num_rel  # the unknown-relation slot and types added after fitting score 0
+    for h in range(1, num_hops + 1):
+        step = (hop[batch.src] == h - 1) & (hop[batch.dst] == h) & known
+        if not bool(step.any()):
+            continue
+        src, dst = batch.src[step], batch.dst[step]
+        value = pi[src] * scores[graph_of_edge[step], h - 1, batch.rel[step]]
+        pi = pi.scatter_reduce(0, dst, value, reduce="amax", include_self=True)
+    return pi
+
+
 class RelationEncoder(nn.Module):
     """One embedding per relation type: a learnable table, plus projected relation-name embeddings if given.
 
@@ -172,12 +201,14 @@ class SparseGraphTransformer(nn.Module):
     def __init__(self, in_dim: int, num_relations: int, hidden_dim: int = 16, num_layers: int = 3, heads: int = 4,
                  dropout: float = 0.1, query_injection: str = "concat", relation_text: Tensor | None = None,
                  num_hop_buckets: int = 4, num_node_types: int = 0, query_relations: bool = False,
-                 lookahead: bool = False):
+                 lookahead: bool = False, path_prior: bool = False):
         super().__init__()
         self.hidden_dim = hidden_dim
         self.node_input = NodeInput(in_dim, hidden_dim, query_injection, num_hop_buckets, num_node_types)
         # Relation-degree lookahead (``relation_degrees``), added to the static node input.
         self.lookahead = nn.Linear(num_relations, hidden_dim, bias=False) if lookahead else None
+        # Relation-path score π (``relation_path_scores``) and its square root, added to the static input.
+        self.path_prior = nn.Linear(2, hidden_dim, bias=False) if path_prior else None
         self.input_dropout = nn.Dropout(dropout)
         self.relations = RelationEncoder(num_relations, hidden_dim, relation_text,
                                          query_dim=in_dim if query_relations else None)
@@ -190,6 +221,9 @@ class SparseGraphTransformer(nn.Module):
         if self.lookahead is not None:
             degrees = relation_degrees(batch.src, batch.rel, batch.num_nodes, self.lookahead.in_features)
             out = out + self.lookahead(degrees.to(out.dtype))
+        if self.path_prior is not None:
+            pi = relation_path_scores(batch)
+            out = out + self.path_prior(torch.stack([pi, pi.sqrt()], dim=-1).to(out.dtype))
         return out
 
     def forward(self, batch: SubgraphBatch, view: GraphView, selected: Tensor, ops: MessagePassingOps,

@@ -305,7 +305,8 @@ class KHopSelection:
 
 def khop_select(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, query_emb: np.ndarray,
                 seeds: Sequence[int], budgets: Sequence[int], *,
-                seed_scores: Sequence[float] | None = None) -> KHopSelection:
+                seed_scores: Sequence[float] | None = None,
+                relation_scores: np.ndarray | None = None) -> KHopSelection:
     """K-hop-with-filtering (method.md step 3) at float64 precision; see the module docstring.
 
     Frontier = seeds. At hop h every neighbour u (both edge directions) of the frontier that is
@@ -314,7 +315,8 @@ def khop_select(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, q
     Expansion stops at the first hop whose budget is <= 0 or whose frontier is empty (as
     ``LiveGraph.khop_filter``). Duplicate seeds are kept once (first occurrence). ``seed_scores``
     (e.g. the similarities the seeding step returned) replace the seeds' computed similarity,
-    both as their score and as ``sim(q, v)`` in the hop-1 frontier term.
+    both as their score and as ``sim(q, v)`` in the hop-1 frontier term. ``relation_scores``
+    [hops, R] (a ``RelationPrior``'s) replace ``sim(q, r)`` with row ``h-1`` at hop ``h``.
     """
     q = unit_query(query_emb)
     seeds = np.asarray(seeds, dtype=np.int64).reshape(-1)
@@ -330,6 +332,11 @@ def khop_select(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, q
     first = np.sort(first)
     seeds, seed_sim = seeds[first], seed_sim[first]
     rel_sim = relation_similarity(rel_emb, q)
+    if relation_scores is not None:
+        relation_scores = np.asarray(relation_scores, dtype=np.float64)
+        if relation_scores.ndim != 2 or relation_scores.shape[0] < len(budgets) or relation_scores.shape[1] != rel_sim.shape[0]:
+            raise ValueError(f"relation_scores of shape {relation_scores.shape} for {len(budgets)} hops and "
+                             f"{rel_sim.shape[0]} relations")
     scorer = QueryScorer(node_emb, q)
 
     selected = np.zeros(graph.num_nodes, dtype=bool)
@@ -344,7 +351,8 @@ def khop_select(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, q
         pos, nbr, rel = pos[fresh], nbr[fresh], rel[fresh]
         if nbr.size == 0:
             break
-        cand, best = max_by_group(nbr, frontier_sim[pos] + rel_sim[rel], graph.num_nodes)
+        hop_rel = rel_sim if relation_scores is None else relation_scores[h - 1]
+        cand, best = max_by_group(nbr, frontier_sim[pos] + hop_rel[rel], graph.num_nodes)
         pick, frontier_sim, score = scorer.select(cand, int(budget), via=best / 3.0)
         frontier = cand[pick]
         selected[frontier] = True
@@ -374,12 +382,14 @@ def induced_edges(graph: GraphArrays, node_ids: np.ndarray) -> tuple[np.ndarray,
 
 def khop_filter(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, query_emb: np.ndarray,
                 seeds: Sequence[int], budgets: Sequence[int], *, seed_scores: Sequence[float] | None = None,
-                query_id: int = -1, with_edges: bool = True) -> QuerySubgraph:
+                query_id: int = -1, with_edges: bool = True,
+                relation_scores: np.ndarray | None = None) -> QuerySubgraph:
     """K-hop-with-filtering as a ``QuerySubgraph`` (scores stored float32 per the record's contract).
 
     Use ``khop_select`` when the float64 scores are needed.
     """
-    sel = khop_select(graph, node_emb, rel_emb, query_emb, seeds, budgets, seed_scores=seed_scores)
+    sel = khop_select(graph, node_emb, rel_emb, query_emb, seeds, budgets, seed_scores=seed_scores,
+                      relation_scores=relation_scores)
     if with_edges:
         src, dst, rel = induced_edges(graph, sel.node_ids)
     else:

@@ -45,6 +45,9 @@ def save_shard(path: Path, records: list[QuerySubgraph], query_emb: np.ndarray) 
         rel=cat([r.rel for r in records], np.int64),
         query_emb=np.asarray(query_emb, dtype=np.float32),
     )
+    shapes = {r.relation_scores.shape for r in records}
+    if len(shapes) == 1 and records and records[0].relation_scores.size:
+        payload["relation_scores"] = np.stack([r.relation_scores for r in records]).astype(np.float32)
     buffer = io.BytesIO()
     np.savez(buffer, **payload)
     atomic_write_bytes(path, buffer.getvalue())
@@ -64,7 +67,8 @@ def load_shard(path: Path) -> tuple[list[QuerySubgraph], np.ndarray]:
         records.append(QuerySubgraph(
             query_id=int(qid), node_ids=data["node_ids"][a:b], hop=data["hop"][a:b], score=data["score"][a:b],
             src=data["src"][c:d], dst=data["dst"][c:d], rel=data["rel"][c:d], labels=data["labels"][a:b],
-            num_answers=int(data["num_answers"][i])))
+            num_answers=int(data["num_answers"][i]),
+            **({"relation_scores": data["relation_scores"][i]} if "relation_scores" in data else {})))
     return records, data["query_emb"]
 
 

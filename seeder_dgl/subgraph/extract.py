@@ -8,7 +8,6 @@ that is not on disk; a run with other settings refuses to mix with the cache it 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +35,7 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
     folder = Path(folder)
     if len(queries) != len(query_emb):
         raise SeederError(f"{len(queries)} queries but {len(query_emb)} query embeddings")
-    wanted = {"dataset": graph.info.name, "settings": {**asdict(settings), "budgets": list(settings.budgets)},
+    wanted = {"dataset": graph.info.name, "settings": settings.describe(),
               "num_queries": len(queries), "shard_size": shard_size,
               "num_shards": (len(queries) + shard_size - 1) // shard_size,
               "query_ids_head": [int(q.id) for q in queries[:5]]}
@@ -79,3 +78,28 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
                "mean_nodes": float(np.mean(sizes)) if sizes else 0.0}
     cache.write_manifest(folder, summary)
     return summary
+
+
+def ensure_relation_prior(driver, graph, queries: list[Query], encoder, settings: RetrievalSettings, *,
+                          refit: bool = False, max_questions: int = 10_000, progress: bool = True):
+    """The dataset's relation prior: the one stored in its record, else (or with ``refit``) one fitted
+    on up to ``max_questions`` of the training ``queries`` and stored there for every later command.
+
+    ``graph`` is a ``MemoryGraph`` exported from the live dataset (the path labels walk its arrays).
+    """
+    from seeder_dgl.graphstore.backend import stored_relation_prior
+    from seeder_dgl.graphstore.cypher import query
+    from seeder_dgl.retrieval.relation_prior import RelationPrior, fit_on_questions
+
+    prior = None if refit else stored_relation_prior(graph)
+    if prior is not None:
+        return prior
+    queries = [q for q in queries if q.answers]
+    if len(queries) > max_questions:
+        pick = np.sort(np.random.default_rng(0).choice(len(queries), size=max_questions, replace=False))
+        queries = [queries[i] for i in pick]
+    embeddings = encoder.encode([q.text for q in queries], show_progress=progress)
+    text = fit_on_questions(graph, queries, embeddings, settings, progress=progress).to_json()
+    driver.execute_query(query("dataset/set_relation_prior"), name=graph.info.name, prior=text)
+    return RelationPrior.from_json(text).aligned(graph.info.relation_types)  # exactly what later commands read
+

@@ -30,6 +30,12 @@ class QuerySubgraph:
     """bool [n]: node is a gold answer (empty at query time)."""
     num_answers: int = 0
     """|A(q)|, also counting answers outside the subgraph (Recall divides by it)."""
+    relation_scores: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    """float32 [hops, R]: the relation terms K-hop followed, hop by hop (a learned relation prior's,
+    ``retrieval.relation_prior``); empty when it followed sim(q, r)."""
+    exact_score: np.ndarray | None = field(default=None, repr=False)
+    """float64 [n]: ``score`` before rounding to float32, where the backend has it (the in-memory
+    graph); rankings by score use it, so that rounding never decides an order. Not cached."""
 
     @property
     def num_nodes(self) -> int:

@@ -6,26 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from tests.helpers.own_graph import company_graph, write_questions, write_tables, write_triples
 from seeder_dgl.cli import app
 from seeder_dgl.graphstore.writer import GraphWriter
 
-runner = CliRunner()
-
-
-@pytest.fixture
-def own_env(tmp_path, neo4j_env, monkeypatch):
-    monkeypatch.setenv("SEEDER_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("SEEDER_RUNS", str(tmp_path / "runs"))
-    return tmp_path
-
-
-def _ok(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, f"{args}: {result.output}"
-    return result.output if "--format" in args else " ".join(result.output.split())  # rich wraps lines
+from tests.helpers.cli import runner
+from tests.helpers.cli import run_ok as _ok
 
 
 def _count(driver, label: str) -> tuple[int, int]:

@@ -280,7 +280,7 @@ def test_profile_defaults_and_folders():
 
     deep = command.build_config("metaqa", profile="deep", overrides={"lr": 5e-4})
     assert (deep.profile, deep.k0, deep.expansion_sizes, deep.frontier_caps) == ("deep", 1, (7, 7, 8), (40, 80, 120))
-    assert deep.lr == 5e-4 and deep.epochs == 4 and deep.subgraph_prefix == "deep-"
+    assert deep.lr == 5e-4 and deep.epochs == 2 and deep.path_prior and deep.subgraph_prefix == "deep-"
     paper = TrainConfig.for_dataset("metaqa")
     assert (paper.profile, paper.expansion_sizes, paper.subgraph_prefix) == ("paper", (7, 10), "")
     assert command.default_run_dir("metaqa", "rerank", "deep").name == "deep-rerank"

@@ -1,0 +1,176 @@
+"""The learned relation prior: path labels, the regression, its storage form and its use in K-hop."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from seeder_dgl.graphstore.backend import RetrievalSettings, with_relation_prior
+from seeder_dgl.retrieval.memory import GraphArrays, khop_select
+from seeder_dgl.retrieval.relation_prior import (RelationPrior, bfs_distances, fit_relation_prior,
+                                                 path_relations)
+
+DIRECTED, IN_YEAR, ACTED = 0, 1, 2
+
+
+def film_graph(films_per_year: int = 30) -> tuple[GraphArrays, dict]:
+    """Film 0 directed by person 100 (who also directed films 1 and 2); every film is in year 200,
+    a hub; person 101 acted in films 0 and 3."""
+    films = list(range(films_per_year))
+    src, dst, rel = [], [], []
+    for f in films:
+        src.append(f), dst.append(200), rel.append(IN_YEAR)
+    for f in (0, 1, 2):
+        src.append(f), dst.append(100), rel.append(DIRECTED)
+    for f in (0, 3):
+        src.append(f), dst.append(101), rel.append(ACTED)
+    graph = GraphArrays.from_arrays(201, np.asarray(src), np.asarray(dst), np.asarray(rel))
+    return graph, {"topic": 0, "director": 100, "same_director": [1, 2]}
+
+
+def test_bfs_distances_counts_hops_both_ways():
+    graph, names = film_graph()
+    dist = bfs_distances(graph, [names["director"]], 2)
+    assert dist[100] == 0 and dist[0] == 1 and dist[2] == 1 and dist[200] == 2 and dist[101] == 2
+    assert bfs_distances(graph, [names["director"]], 1)[200] == np.iinfo(np.int16).max  # beyond max_hops
+
+
+def test_path_labels_follow_the_relation_that_explains_the_answers_not_the_hub():
+    graph, names = film_graph()
+    # Films by the same director are also two steps away through the year hub; only the
+    # director path reaches exactly them.
+    labels = path_relations(graph, [names["topic"]], names["same_director"], hops=3, num_relations=3)
+    assert labels is not None and labels.shape == (3, 3)
+    assert labels[0].tolist() == [True, False, False]
+    assert labels[1].tolist() == [True, False, False]
+    assert not labels[2].any()  # nothing to follow after the path's end
+
+
+def test_path_labels_none_when_no_answer_is_in_reach():
+    graph, _ = film_graph()
+    assert path_relations(graph, [101], [150], hops=2, num_relations=3) is None  # 150 is isolated
+    assert path_relations(graph, [0], [0], hops=2, num_relations=3) is None  # the answer is the seed
+    assert path_relations(graph, [], [1], hops=2, num_relations=3) is None
+
+
+def test_fit_learns_separable_labels_deterministically():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 8))
+    labels = np.zeros((200, 2, 3), dtype=bool)
+    labels[:, 0, 0] = x[:, 0] > 0  # hop 1 follows relation 0 when coordinate 0 is positive
+    labels[:, 0, 1] = x[:, 0] <= 0
+    labels[:, 1, 2] = x[:, 1] > 0
+    a = fit_relation_prior(x, labels, ["a", "b", "c"], steps=400)
+    b = fit_relation_prior(x, labels, ["a", "b", "c"], steps=400)
+    np.testing.assert_array_equal(a.weight, b.weight)
+    probe = np.zeros(8)
+    probe[0], probe[1] = 1.0, -1.0
+    s = a.scores(probe)
+    assert s.shape == (2, 3)
+    assert s[0, 0] > 0.8 and s[0, 1] < 0.2 and s[1, 2] < 0.2
+    assert a.scores(probe, hops=3).shape == (3, 3)  # later hops repeat the last fitted one
+
+
+def test_json_round_trip_and_alignment_to_new_relation_types():
+    rng = np.random.default_rng(1)
+    prior = RelationPrior(rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3)), ["a", "b", "c"], {"questions": 5})
+    back = RelationPrior.from_json(prior.to_json())
+    q = rng.normal(size=4)
+    np.testing.assert_allclose(back.scores(q), prior.scores(q), atol=1e-6)
+    assert back.fingerprint == RelationPrior.from_json(back.to_json()).fingerprint
+    grown = back.aligned(["c", "new", "a"])  # an upsert added a type; order changed
+    s = grown.scores(q)
+    np.testing.assert_allclose(s[:, 0], back.scores(q)[:, 2])
+    np.testing.assert_allclose(s[:, 2], back.scores(q)[:, 0])
+    assert (s[:, 1] < 1e-9).all()
+    with pytest.raises(ValueError):
+        RelationPrior.from_json('{"weight": [[1.0]], "bias": [1.0], "relation_types": ["a"]}')
+
+
+def test_khop_follows_the_prior_past_a_hub():
+    graph, names = film_graph(films_per_year=60)
+    d = 4
+    rng = np.random.default_rng(2)
+    node_emb = rng.normal(size=(201, d)).astype(np.float32)
+    node_emb /= np.linalg.norm(node_emb, axis=1, keepdims=True)
+    rel_emb = np.eye(3, d, dtype=np.float32)
+    q = rng.normal(size=d)
+    budgets = [2, 3]
+    plain = khop_select(graph, node_emb, rel_emb, q, [0], budgets)
+    prior = np.asarray([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    guided = khop_select(graph, node_emb, rel_emb, q, [0], budgets, relation_scores=prior)
+    # Hop 1 keeps the director (and one more), hop 2 then holds both of the director's other films.
+    assert names["director"] in guided.node_ids[guided.hop == 1]
+    assert set(names["same_director"]) <= set(guided.node_ids[guided.hop == 2].tolist())
+    assert plain.node_ids.shape == guided.node_ids.shape
+    with pytest.raises(ValueError):
+        khop_select(graph, node_emb, rel_emb, q, [0], budgets, relation_scores=prior[:1])
+
+
+def test_settings_describe_the_prior_by_fingerprint_only_when_there_is_one():
+    plain = RetrievalSettings(seeds=1, budgets=(5, 6))
+    assert "relation_prior" not in plain.describe()  # caches made before priors keep their manifests
+    assert plain.relation_scores(np.ones(4)) is None
+    prior = RelationPrior(np.zeros((1, 2, 4)), np.zeros((1, 2)), ["a", "b"], {})
+    with_prior = RetrievalSettings(seeds=1, budgets=(5, 6), relation_prior=prior)
+    assert with_prior.describe()["relation_prior"] == prior.fingerprint
+    assert with_prior.relation_scores(np.ones(4)).shape == (2, 2)
+
+
+class _Info:
+    name = "films"
+    relation_types = ["a", "b"]
+
+    def __init__(self, text):
+        self.relation_prior = text
+
+
+class _Graph:
+    def __init__(self, text):
+        self.info = _Info(text)
+
+
+def test_a_profile_with_a_prior_needs_one_fitted_and_reads_it_from_the_record():
+    from seeder_dgl.errors import SeederError
+
+    settings = RetrievalSettings(seeds=1, budgets=(5,))
+    assert with_relation_prior(settings, _Graph(None), wanted=False) is settings
+    with pytest.raises(SeederError, match="seeder-dgl extract films"):
+        with_relation_prior(settings, _Graph(None), wanted=True)
+    with pytest.raises(SeederError, match="damaged"):
+        with_relation_prior(settings, _Graph("{not json"), wanted=True)
+    prior = RelationPrior(np.zeros((1, 2, 4)), np.zeros((1, 2)), ["b", "a"], {})
+    got = with_relation_prior(settings, _Graph(prior.to_json()), wanted=True).relation_prior
+    assert got.relation_types == ["a", "b"]
+
+
+def test_path_score_follows_the_asked_relations_hop_by_hop_and_survives_the_cache(tmp_path):
+    import torch
+
+    from seeder_dgl.model.batch import collate
+    from seeder_dgl.model.encoder import relation_path_scores
+    from seeder_dgl.subgraph.cache import load_shard, save_shard
+    from seeder_dgl.subgraph.record import QuerySubgraph
+
+    # seed 0 -DIRECTED- 1 (hop 1) -DIRECTED- 2 (hop 2); seed 0 -IN_YEAR- 3 (hop 1) -IN_YEAR- 4 (hop 2);
+    # 2 -IN_YEAR- 3 joins the two paths (both hop 2/hop 1, an edge backwards in hops).
+    src = np.asarray([0, 1, 0, 3, 3])
+    dst = np.asarray([1, 2, 3, 4, 2])
+    rel = np.asarray([DIRECTED, DIRECTED, IN_YEAR, IN_YEAR, IN_YEAR])
+    scores = np.asarray([[0.9, 0.2, 0.0], [0.5, 0.1, 0.0]], dtype=np.float32)
+    record = QuerySubgraph(query_id=7, node_ids=np.arange(5), hop=np.asarray([0, 1, 2, 1, 2], np.int8),
+                           score=np.zeros(5, np.float32), src=np.concatenate([src, dst]),
+                           dst=np.concatenate([dst, src]), rel=np.concatenate([rel, rel]),
+                           relation_scores=scores)
+    save_shard(tmp_path / "shard.npz", [record], np.ones((1, 4), np.float32))
+    (loaded,), _ = load_shard(tmp_path / "shard.npz")
+    np.testing.assert_array_equal(loaded.relation_scores, scores)
+    batch = collate([loaded, loaded], np.eye(5, 4, dtype=np.float32), np.ones((2, 4), np.float32))
+    pi = relation_path_scores(batch)
+    expected = torch.tensor([1.0, 0.9, 0.45, 0.2, 0.02])  # node 2: max(0.9*0.5, 0.2*0.1)
+    torch.testing.assert_close(pi[:5], expected)
+    torch.testing.assert_close(pi[5:], expected)
+    torch.testing.assert_close(relation_path_scores(batch.select_graphs(torch.tensor([1]))), expected)
+    plain = QuerySubgraph(query_id=8, node_ids=np.arange(5), hop=loaded.hop, score=loaded.score, src=loaded.src,
+                          dst=loaded.dst, rel=loaded.rel)
+    mixed = collate([loaded, plain], np.eye(5, 4, dtype=np.float32), np.ones((2, 4), np.float32))
+    assert mixed.relation_scores is None and not relation_path_scores(mixed).any()
