@@ -557,7 +557,8 @@ def extract(
             with console.status("Relation prior: paths of the training questions..."):
                 prior = ensure_relation_prior(driver, memory, qa.split("train"), encoder, settings,
                                               refit=refit_prior, progress=False)
-            console.print(f"relation prior: fitted on {prior.stats.get('questions', '?')} training questions")
+            console.print(f"relation prior (the dataset record's, fitted on {prior.stats.get('questions', '?')} "
+                          "training questions): K-hop follows it")
             settings = dataclasses.replace(settings, relation_prior=prior)
         for name in split:
             queries = qa.sample(name, sample)
