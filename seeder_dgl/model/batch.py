@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.subgraph.record import QuerySubgraph, stack_relation_scores
 
 
 def _exclusive_cumsum(counts: Tensor) -> Tensor:
@@ -178,6 +178,7 @@ def collate(records: list[QuerySubgraph], node_features: np.ndarray, query_featu
             raise ValueError(f"query {r.query_id}: {r.labels.shape[0]} labels for {r.num_nodes} nodes")
         labels.append(r.labels.astype(bool) if r.labels.shape[0] == r.num_nodes else np.zeros(r.num_nodes, bool))
     node_ids = cat([r.node_ids for r in records], np.int64)
+    relation_scores = stack_relation_scores(records)
     x = np.asarray(node_features[node_ids], dtype=np.float32)  # fancy indexing reads only these rows
     return SubgraphBatch(
         src=torch.from_numpy(cat([r.src + o for r, o in zip(records, offsets)], np.int64)),
@@ -195,16 +196,8 @@ def collate(records: list[QuerySubgraph], node_features: np.ndarray, query_featu
         batch_num_nodes=torch.from_numpy(num_nodes),
         batch_num_edges=torch.from_numpy(num_edges),
         node_type=None if node_types is None else torch.from_numpy(np.asarray(node_types[node_ids], dtype=np.int64)),
-        relation_scores=_stack_relation_scores(records, dtype),
+        relation_scores=None if relation_scores is None else torch.from_numpy(relation_scores).to(dtype),
     )
-
-
-def _stack_relation_scores(records: list[QuerySubgraph], dtype: torch.dtype) -> Tensor | None:
-    """[B, hops, R] when every record carries relation scores of one shape, else None."""
-    shapes = {r.relation_scores.shape for r in records}
-    if len(shapes) != 1 or not records or records[0].relation_scores.size == 0:
-        return None
-    return torch.from_numpy(np.stack([r.relation_scores for r in records]).astype(np.float32)).to(dtype)
 
 
 def fit_pca(matrix: np.ndarray, dim: int, chunk_rows: int = 65536) -> tuple[np.ndarray, np.ndarray]:

@@ -202,13 +202,13 @@ def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types
     return RelationPrior(w.copy(), bias.detach().numpy().reshape(hops, r).copy(), list(relation_types), stats)
 
 
-def fit_on_questions(graph, queries, query_emb: np.ndarray, settings, *, max_questions: int = 10_000,
-                     seed: int = 0, progress: bool = True) -> RelationPrior:
+def fit_on_questions(graph, queries, query_emb: np.ndarray, settings, *, seed: int = 0,
+                     progress: bool = True) -> RelationPrior:
     """Fit a dataset's prior on its training ``queries``: seeds by ``settings`` (the profile's
     seeding, as retrieval will seed), labels by ``path_relations`` in the whole graph.
 
-    ``graph`` is a ``graphstore.backend.MemoryGraph`` (the labels walk its arrays). At most
-    ``max_questions`` questions (a fixed random sample) are used: the regression has few weights.
+    ``graph`` is a ``graphstore.backend.MemoryGraph`` (the labels walk its arrays). The caller
+    picks the questions (``subgraph.extract.ensure_relation_prior`` samples before encoding them).
     """
     from rich.progress import Progress
 
@@ -217,18 +217,14 @@ def fit_on_questions(graph, queries, query_emb: np.ndarray, settings, *, max_que
     hops = len(settings.budgets)
     relation_types = list(graph.info.relation_types) if getattr(graph, "live", None) is not None else \
         [f"relation_{i}" for i in range(graph.rel_emb.shape[0])]
-    order = np.arange(len(queries))
-    if len(order) > max_questions:
-        order = np.sort(np.random.default_rng(seed).choice(len(order), size=max_questions, replace=False))
     rows, labels = [], []
     with Progress(disable=not progress, transient=True) as bars:
-        task = bars.add_task("relation paths of the training questions", total=len(order))
-        for i in order:
-            q = queries[int(i)]
-            seeds = seed_question(graph, q.text, query_emb[int(i)], settings.seeds, settings.seeding, exact=True)
+        task = bars.add_task("relation paths of the training questions", total=len(queries))
+        for i, q in enumerate(queries):
+            seeds = seed_question(graph, q.text, query_emb[i], settings.seeds, settings.seeding, exact=True)
             found = path_relations(graph.arrays, [s for s, _ in seeds], q.answers, hops, len(relation_types))
             if found is not None:
-                rows.append(int(i))
+                rows.append(i)
                 labels.append(found)
             bars.advance(task)
     if len(rows) < 20:
@@ -237,5 +233,5 @@ def fit_on_questions(graph, queries, query_emb: np.ndarray, settings, *, max_que
         raise SeederError(f"only {len(rows)} training questions have an answer within {hops} hops of their seeds: "
                           "too few to learn which relations to follow; use a profile without the relation prior")
     prior = fit_relation_prior(np.asarray(query_emb)[rows], np.stack(labels), relation_types, seed=seed)
-    prior.stats.update({"sampled": int(len(order)), "seeding": settings.seeding, "seeds": settings.seeds})
+    prior.stats.update({"sampled": len(queries), "seeding": settings.seeding, "seeds": settings.seeds})
     return prior

@@ -15,7 +15,7 @@ import numpy as np
 
 from seeder_dgl.errors import SeederError
 from seeder_dgl.fileio import atomic_write_bytes, atomic_write_json
-from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.subgraph.record import QuerySubgraph, stack_relation_scores
 
 
 class CacheError(SeederError):
@@ -45,9 +45,9 @@ def save_shard(path: Path, records: list[QuerySubgraph], query_emb: np.ndarray) 
         rel=cat([r.rel for r in records], np.int64),
         query_emb=np.asarray(query_emb, dtype=np.float32),
     )
-    shapes = {r.relation_scores.shape for r in records}
-    if len(shapes) == 1 and records and records[0].relation_scores.size:
-        payload["relation_scores"] = np.stack([r.relation_scores for r in records]).astype(np.float32)
+    relation_scores = stack_relation_scores(records)
+    if relation_scores is not None:
+        payload["relation_scores"] = relation_scores
     buffer = io.BytesIO()
     np.savez(buffer, **payload)
     atomic_write_bytes(path, buffer.getvalue())

@@ -61,3 +61,13 @@ class QuerySubgraph:
         if node_features is not None:
             g.ndata["x"] = torch.from_numpy(np.ascontiguousarray(node_features[self.node_ids], dtype=np.float32))
         return g
+
+
+def stack_relation_scores(records: list[QuerySubgraph]) -> np.ndarray | None:
+    """float32 [B, hops, R]: the records' relation scores, when every record carries them in one
+    shape (a split grown with one relation prior), else None."""
+    shapes = {r.relation_scores.shape for r in records}
+    if len(shapes) != 1 or not records or records[0].relation_scores.size == 0:
+        return None
+    return np.stack([r.relation_scores for r in records]).astype(np.float32)
+
