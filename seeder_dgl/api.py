@@ -112,7 +112,7 @@ class Retriever:
     def __init__(self, dataset: str, *, method: str = "seeder", checkpoint: str | Path | None = None,
                  seeds: int | None = None, budgets: tuple[int, ...] | None = None, driver=None,
                  encoder=None, exact_seeds: bool = False, profile: str | None = None, seeding: str | None = None):
-        from seeder_dgl.datasets import resolve_profile, retrieval_profile, run_dir
+        from seeder_dgl.datasets import DatasetContext
         from seeder_dgl.graphstore.seeding import check_mode
         from seeder_dgl.graphstore.connection import open_driver
         from seeder_dgl.graphstore.live import LiveGraph
@@ -131,8 +131,8 @@ class Retriever:
         except SeederError:
             self.close()
             raise
-        profile = resolve_profile(dataset, profile)
-        defaults = retrieval_profile(dataset, profile)
+        context = DatasetContext.open(dataset, profile)
+        defaults = context.retrieval
         self.seeds = seeds or defaults.seeds
         self.budgets = tuple(budgets or defaults.budgets)
         self.seeding = check_mode(seeding or defaults.seeding)
@@ -147,8 +147,9 @@ class Retriever:
         # (its policy learned on subgraphs grown with the prior).
         self._prior_missing = defaults.relation_prior and self.relation_prior is None
         self._encoder = encoder
-        self.profile = profile
-        self._checkpoint_path = Path(checkpoint) if checkpoint else run_dir(dataset, profile) / "best.pt"
+        self.context = context
+        self.profile = context.profile
+        self._checkpoint_path = Path(checkpoint) if checkpoint else context.run_dir() / "best.pt"
         self._policy = None
 
     @property
@@ -197,7 +198,7 @@ class Retriever:
                 with_relation_prior(self.settings, self.graph, True)  # raises the one-line error
             if not self._checkpoint_path.exists():
                 raise SeederError(f"no trained checkpoint at {self._checkpoint_path}: run `seeder-dgl train "
-                                  f"{self.dataset}{profile_flag(self.profile)}`, pass --checkpoint, or use "
+                                  f"{self.dataset}{self.context.profile_flag}`, pass --checkpoint, or use "
                                   "--method khop")
             self._policy = load_policy(self._checkpoint_path, dataset=self.dataset,
                                        embedding_model=self.graph.info.model, dimension=self.graph.info.dimension)

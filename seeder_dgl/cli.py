@@ -507,7 +507,7 @@ def extract(
     """
     import dataclasses
 
-    from seeder_dgl.datasets import TUNED, dataset_dir, get_spec, resolve_profile, retrieval_profile, subgraph_dir
+    from seeder_dgl.datasets import TUNED, DatasetContext, get_spec
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.graphstore.seeding import check_mode
@@ -527,8 +527,8 @@ def extract(
                       f"(seeder-dgl tune {dataset})")
         run_tune(dataset, questions=questions, console=console)
         profile = TUNED
-    profile = resolve_profile(dataset, profile)
-    defaults = retrieval_profile(dataset, profile)
+    ds = DatasetContext.open(dataset, profile)
+    defaults = ds.retrieval
     settings = RetrievalSettings(seeds=defaults.seeds if seeds is None else check_seeds(seeds),
                                   budgets=_budgets(budgets, defaults.budgets),
                                   seeding=check_mode(seeding or defaults.seeding))
@@ -543,17 +543,17 @@ def extract(
         if engine == "memory":
             from seeder_dgl.graphstore.export import export_graph
 
-            graph = MemoryGraph.from_export(export_graph(driver, dataset, dataset_dir(dataset) / "export"), graph)
+            graph = MemoryGraph.from_export(export_graph(driver, dataset, ds.export_dir), graph)
             settings = dataclasses.replace(settings, exact_seeds=True)  # seeding in memory is an exact scan
         if defaults.relation_prior:
             if "train" not in qa.splits:
-                raise SeederError(f"{dataset}'s profile {profile!r} learns which relations to follow from training "
+                raise SeederError(f"{dataset}'s profile {ds.profile!r} learns which relations to follow from training "
                                   "questions, and it has none: give questions a train split, or use --profile paper")
             from seeder_dgl.graphstore.export import export_graph
             from seeder_dgl.subgraph.extract import ensure_relation_prior
 
             memory = graph if isinstance(graph, MemoryGraph) else MemoryGraph.from_export(
-                export_graph(driver, dataset, dataset_dir(dataset) / "export"), graph)
+                export_graph(driver, dataset, ds.export_dir), graph)
             with console.status("Relation prior: paths of the training questions..."):
                 prior = ensure_relation_prior(driver, memory, qa.split("train"), encoder, settings,
                                               refit=refit_prior, progress=False)
@@ -570,7 +570,7 @@ def extract(
             if not queries:
                 raise SeederError(f"{dataset} has no {name} question with an answer in the graph")
             embs = encoder.encode([q.text for q in queries], show_progress=False)
-            folder = subgraph_dir(dataset, profile, name)
+            folder = ds.subgraph_dir(name)
             summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite)
             console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
                           f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")
@@ -665,15 +665,14 @@ def query_command(
 
     configure_threads()  # torch's and DGL's OpenMP pools fight on few cores (16 ms vs >100 ms a query)
     from seeder_dgl.api import Retriever
-    from seeder_dgl.datasets import resolve_profile, retrieval_profile
+    from seeder_dgl.datasets import DatasetContext
 
-    profile = resolve_profile(dataset, profile)
     if output not in ("table", "json", "triples", "cypher"):
         raise SeederError(f"--format is table, json, triples or cypher (a statement for Neo4j Browser), "
                           f"not {output!r}")
-    defaults = retrieval_profile(dataset, profile)
-    with Retriever(dataset, method=method, checkpoint=checkpoint, seeds=seeds, profile=profile, seeding=seeding,
-                   budgets=_budgets(budgets, defaults.budgets)) as retriever:
+    ds = DatasetContext.open(dataset, profile)
+    with Retriever(dataset, method=method, checkpoint=checkpoint, seeds=seeds, profile=ds.profile, seeding=seeding,
+                   budgets=_budgets(budgets, ds.retrieval.budgets)) as retriever:
         result = retriever.retrieve(question, k=k)
     if output == "json":
         print(json.dumps(result.to_dict(), indent=2))

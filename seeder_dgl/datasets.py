@@ -151,9 +151,9 @@ def profile_prefix(profile: str) -> str:
     return "" if profile == PAPER else f"{profile}-"
 
 
-def subgraph_dir(dataset: str, profile: str, split: str) -> Path:
+def subgraph_dir(dataset: str, profile: str, split: str, cache: Path | None = None) -> Path:
     """``<cache>/<dataset>/subgraphs/<prefix><split>``: the subgraphs ``extract`` cached for a split."""
-    return dataset_dir(dataset) / "subgraphs" / f"{profile_prefix(profile)}{split}"
+    return dataset_dir(dataset, cache) / "subgraphs" / f"{profile_prefix(profile)}{split}"
 
 
 def run_dir(dataset: str, profile: str, name: str = "full") -> Path:
@@ -166,10 +166,10 @@ def profile_flag(profile: str) -> str:
     return "" if profile == PAPER else f" --profile {profile}"
 
 
-def dataset_dir(name: str) -> Path:
+def dataset_dir(name: str, cache: Path | None = None) -> Path:
     """``<cache>/<name>``: the dataset's exports, subgraphs and manifest (names are validated, so a
-    name never reaches outside the cache folder)."""
-    return cache_root() / check_dataset_name(name)
+    name never reaches outside the cache folder); ``cache``: another cache folder than ``cache_root()``."""
+    return (cache or cache_root()) / check_dataset_name(name)
 
 
 def read_manifest(name: str) -> dict | None:
@@ -270,21 +270,19 @@ def find_spec(name: str) -> DatasetSpec | None:
         return None
 
 
+def _default_profile(spec: DatasetSpec | None) -> str:
+    return spec.default_profile if spec else PAPER
+
+
 def resolve_profile(dataset: str, profile: str | None = None) -> str:
     """``profile``, or the dataset's default when None (MetaQA: 'deep'; a tuned dataset of your own:
     'tuned'; every other dataset: 'paper')."""
-    if profile is not None:
-        return profile
-    spec = find_spec(dataset)
-    return spec.default_profile if spec else "paper"
+    return _default_profile(find_spec(dataset)) if profile is None else profile
 
 
-def retrieval_profile(dataset: str, profile: str | None = None) -> RetrievalDefaults:
-    """The named retrieval settings of a dataset ('paper' for any dataset, e.g. 'deep' for MetaQA,
-    'tuned' for your own after `seeder-dgl tune`); None: the dataset's default profile."""
-    profile = resolve_profile(dataset, profile)
-    spec = find_spec(dataset)
-    profiles = {"paper": spec.retrieval if spec else RetrievalDefaults(), **(spec.extra_profiles if spec else {})}
+def _profile_settings(dataset: str, spec: DatasetSpec | None, profile: str) -> RetrievalDefaults:
+    """The settings of the resolved ``profile``, or a one-line error naming the profiles there are."""
+    profiles = {PAPER: spec.retrieval if spec else RetrievalDefaults(), **(spec.extra_profiles if spec else {})}
     if spec is not None and spec.builtin and profile == TUNED:  # a built-in dataset keeps its own default
         tuned = tuned_settings(read_manifest(dataset))
         if tuned:
@@ -293,3 +291,81 @@ def retrieval_profile(dataset: str, profile: str | None = None) -> RetrievalDefa
         hint = f"; run `seeder-dgl tune {dataset}` to choose them" if profile == TUNED else ""
         raise SeederError(f"{dataset} has no retrieval profile {profile!r}: choose one of {', '.join(profiles)}{hint}")
     return profiles[profile]
+
+
+def retrieval_profile(dataset: str, profile: str | None = None) -> RetrievalDefaults:
+    """The named retrieval settings of a dataset ('paper' for any dataset, e.g. 'deep' for MetaQA,
+    'tuned' for your own after `seeder-dgl tune`); None: the dataset's default profile."""
+    spec = find_spec(dataset)
+    return _profile_settings(dataset, spec, _default_profile(spec) if profile is None else profile)
+
+
+@dataclass(frozen=True)
+class DatasetContext:
+    """A dataset as the commands use it: its retrieval profile, resolved once, and where its files are.
+
+        ds = DatasetContext.open("metaqa")            # profile 'deep', MetaQA's default
+        ds.retrieval.budgets, ds.subgraph_dir("train"), ds.run_dir() / "best.pt"
+
+    Paths are derived from the fields, so the layout is written down once (the module functions
+    ``dataset_dir``, ``subgraph_dir``, ``run_dir``).
+    """
+
+    name: str
+    """The dataset's name, validated: a folder name under the cache and the runs, and Neo4j's record name."""
+    profile: str
+    """The retrieval profile: the one asked for, else the dataset's default ('deep' for MetaQA)."""
+    retrieval: RetrievalDefaults
+    """The profile's settings: seeding mode, k0, per-hop budgets, whether K-hop follows the relation prior."""
+    spec: DatasetSpec | None
+    """Where its graph and questions come from; None for a graph put in Neo4j by other means (no manifest)."""
+    cache: Path
+    """The cache folder it lives under: ``cache_root()`` unless ``open`` was given another."""
+
+    @classmethod
+    def open(cls, name: str, profile: str | None = None, cache: str | os.PathLike | None = None) -> "DatasetContext":
+        """One-line SeederError for a name that cannot name a dataset, or a profile it does not have."""
+        check_dataset_name(name)
+        spec = find_spec(name)
+        profile = _default_profile(spec) if profile is None else profile
+        root = Path(cache).expanduser().resolve() if cache else cache_root()
+        return cls(name, profile, _profile_settings(name, spec, profile), spec, root)
+
+    @property
+    def builtin(self) -> bool:
+        """One of ``DATASETS`` under its own name: its results are the project's (a graph of your own,
+        or a built-in one stored under another name, keeps them beside its runs)."""
+        return self.spec is not None and self.spec.builtin
+
+    @property
+    def cache_dir(self) -> Path:
+        """``<cache>/<name>``: exports, subgraphs, manifest and run records of ingest and tune."""
+        return dataset_dir(self.name, self.cache)
+
+    @property
+    def manifest_path(self) -> Path:
+        """``<cache>/<name>/dataset.json``: where a dataset of your own came from, and its tuned settings."""
+        return self.cache_dir / MANIFEST
+
+    @property
+    def export_dir(self) -> Path:
+        """``<cache>/<name>/export``: the graph exported from Neo4j, cached per dataset version."""
+        return self.cache_dir / "export"
+
+    def subgraph_dir(self, split: str) -> Path:
+        """The subgraphs ``extract`` cached for ``split`` with this profile."""
+        return subgraph_dir(self.name, self.profile, split, self.cache)
+
+    @property
+    def runs_dir(self) -> Path:
+        """``<runs>/<name>``: every training run of the dataset, all profiles."""
+        return runs_root() / self.name
+
+    def run_dir(self, name: str = "full") -> Path:
+        """A training run of this profile: 'full' (the SeedER policy) or an ablation's name."""
+        return run_dir(self.name, self.profile, name)
+
+    @property
+    def profile_flag(self) -> str:
+        """`` --profile NAME`` for the commands a hint suggests ('' for the paper's profile)."""
+        return profile_flag(self.profile)

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from loaders.kg import QASet, Query
-from seeder_dgl.datasets import profile_flag, profile_prefix, retrieval_profile, subgraph_dir
+from seeder_dgl.datasets import DatasetContext, profile_flag, profile_prefix
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, with_relation_prior
 from seeder_dgl.paths import results_dir
@@ -292,9 +292,9 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     check_dataset_name(dataset)
     console = console or Console()
     started = time.perf_counter()
-    profile, settings = _eval_settings(dataset, profile, k, depth)  # before any slow step: a typo fails at once
+    ds, settings = _eval_settings(dataset, profile, k, depth)  # before any slow step: a typo fails at once
     depth = int(depth or max(k, settings.budget))
-    plan = plan_methods(dataset, methods, checkpoint, profile=profile)
+    plan = plan_methods(dataset, methods, checkpoint, profile=ds.profile)
     questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit, sample=sample)
     _notes(console, questions.messages() + plan.notes)
     if not questions.queries:
@@ -304,19 +304,18 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     explicit = set(plan.names) if methods else ({SEEDER} if checkpoint else set())
 
     with open_driver() as driver:
-        graph, query_emb, export = _load_graph(driver, dataset, queries, settings, progress, console)
+        graph, query_emb, export = _load_graph(driver, ds, queries, settings, progress, console)
         # SeedER's policy learned on subgraphs grown with the profile's prior: then it must be there.
-        settings = with_relation_prior(settings, graph, retrieval_profile(dataset, profile).relation_prior,
+        settings = with_relation_prior(settings, graph, ds.retrieval.relation_prior,
                                        required=any(n.startswith(SEEDER) for n in plan.names))
         info = graph.info
         policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit)
         _notes(console, skipped)
-        expansions, why = (_reusable_subgraphs(dataset, profile, split, qa_file, settings, queries) if policies
-                           else ({}, ""))
+        expansions, why = (_reusable_subgraphs(ds, split, qa_file, settings, queries) if policies else ({}, ""))
         chosen, method_info = _build_methods(plan, graph, settings, policies, expansions, why, queries)
         command = _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source,
-                                depth if depth != max(k, settings.budget) else None, sample, profile)
-        meta = {"dataset": dataset, "split": questions.label, "profile": profile, "seeding": settings.seeding,
+                                depth if depth != max(k, settings.budget) else None, sample, ds.profile)
+        meta = {"dataset": dataset, "split": questions.label, "profile": ds.profile, "seeding": settings.seeding,
                 "qa_file": str(qa_file) if qa_file else None, "source": source, "model": info.model,
                 "seeds": settings.seeds, "budgets": list(settings.budgets), "graph": _graph_size(graph, export),
                 "questions": questions.summary(), "notes": plan.notes + skipped, "command": command,
@@ -324,7 +323,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
         result = evaluate(chosen, queries, query_emb, k, depth=depth, info=method_info, on_error="record",
                           progress=progress, meta=meta)
 
-    suffix = profile_flag(profile) and f"-{profile}"
+    suffix = ds.profile_flag and f"-{ds.profile}"
     out_dir = Path(out) if out else default_results_dir(dataset, f"eval-{dataset}-{questions.label}{suffix}")
     title = f"{dataset} {questions.label}"
     if sweep:
@@ -341,37 +340,36 @@ def _notes(console, lines: Sequence[str]) -> None:
         console.print(f"[yellow]note:[/] {line}", highlight=False)
 
 
-def _eval_settings(dataset: str, profile: str | None, k: int, depth: int | None) -> tuple[str, RetrievalSettings]:
-    """The profile's name and the settings every method starts from; one-line errors for bad options."""
-    from seeder_dgl.datasets import resolve_profile
-
-    profile = resolve_profile(dataset, profile)
+def _eval_settings(dataset: str, profile: str | None, k: int, depth: int | None
+                   ) -> tuple[DatasetContext, RetrievalSettings]:
+    """The dataset with its profile, and the settings every method starts from; one-line errors for bad options."""
     if k <= 0:
         raise SeederError(f"--k must be at least 1, not {k}")
     if depth is not None and depth < k:
         raise SeederError(f"--depth must be at least --k ({k}), not {depth}")
-    defaults = retrieval_profile(dataset, profile)
-    return profile, RetrievalSettings(seeds=defaults.seeds, budgets=tuple(defaults.budgets), seeding=defaults.seeding)
+    ds = DatasetContext.open(dataset, profile)
+    defaults = ds.retrieval
+    return ds, RetrievalSettings(seeds=defaults.seeds, budgets=tuple(defaults.budgets), seeding=defaults.seeding)
 
 
-def _load_graph(driver, dataset: str, queries: Sequence[Query], settings: RetrievalSettings, progress: bool,
+def _load_graph(driver, ds: DatasetContext, queries: Sequence[Query], settings: RetrievalSettings, progress: bool,
                 console) -> tuple[MemoryGraph, np.ndarray, object]:
     """The dataset's export (cached per dataset version) as the graph every method runs on, the
     questions embedded with the dataset's own encoder, and the export itself.
 
     Full-text or hybrid seeding reads each question's names from Neo4j here, once for all methods.
     """
-    from seeder_dgl.datasets import cache_root, resolve_model
+    from seeder_dgl.datasets import resolve_model
     from seeder_dgl.embeddings import TextEncoder
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
 
-    live = LiveGraph(driver, dataset)
+    live = LiveGraph(driver, ds.name)
     live.check_ready()
     encoder = TextEncoder(resolve_model(live.info.model))
     with console.status(f"Embedding {len(queries):,} questions with {live.info.model}..."):
         query_emb = encoder.encode([q.text for q in queries], show_progress=False)
-    export = export_graph(driver, dataset, cache_root() / dataset / "export", progress=progress)
+    export = export_graph(driver, ds.name, ds.export_dir, progress=progress)
     graph = MemoryGraph.from_export(export, live)
     if settings.seeding != "dense":
         graph.link_names([q.text for q in queries], query_emb, progress=progress)
@@ -383,13 +381,13 @@ def _graph_size(graph: MemoryGraph, export) -> dict:
             "relations": len(export.relation_types)}
 
 
-def _reusable_subgraphs(dataset: str, profile: str, split: str, qa_file, settings: RetrievalSettings,
+def _reusable_subgraphs(ds: DatasetContext, split: str, qa_file, settings: RetrievalSettings,
                         queries: Sequence[Query]) -> tuple[dict[str, QuerySubgraph], str]:
     """Subgraphs ``extract`` cached for these questions with these settings, by question text, and
     where they come from (or why there are none)."""
     if qa_file is not None:
         return {}, "in-memory K-hop (a --qa-file has no extracted split)"
-    by_id, why = cached_subgraphs(subgraph_dir(dataset, profile, split), settings)
+    by_id, why = cached_subgraphs(ds.subgraph_dir(split), settings)
     return {q.text: by_id[int(q.id)] for q in queries if int(q.id) in by_id}, why
 
 

@@ -215,13 +215,14 @@ class LiveGraph:
             added, edges = self._expand_in_cypher(vec, seeds, budgets, rel_sim), None
         node_ids = np.asarray([s for s, _ in seeds] + [node for node, _, _ in added], dtype=np.int64)
         hops = [0] * len(seeds) + [h for _, h, _ in added]
-        scores = [sim for _, sim in seeds] + [score for _, _, score in added]
+        # Neo4j returns doubles: kept as float64 so that rankings by score are not decided by rounding.
+        scores = np.asarray([sim for _, sim in seeds] + [score for _, _, score in added], dtype=np.float64)
         if not with_edges:
             src, dst, rel = (np.zeros(0, np.int64),) * 3
         else:
             src, dst, rel = self.induced_edges(node_ids) if edges is None else self._local_edges(node_ids, edges)
         return QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
-                             score=np.asarray(scores, dtype=np.float32), src=src, dst=dst, rel=rel)
+                             score=scores.astype(np.float32), src=src, dst=dst, rel=rel, exact_score=scores)
 
     def _expand_in_procedure(self, vec: list[float], seeds: list[tuple[int, float]], budgets: list[int],
                              rel_sim: list[dict[str, float]], with_edges: bool) -> tuple[list[tuple[int, int, float]], dict]:

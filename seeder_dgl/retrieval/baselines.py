@@ -37,7 +37,7 @@ class KHopRetriever(GraphRetriever):
 
     Rule: a seed's score is its similarity sim(q, v); every other node's score is the K-hop
     score it was selected with; all nodes ranked together by score (desc, id asc), at the
-    precision the backend kept (float64 in memory, the record's float32 where that is all).
+    precision the backend kept (float64 in memory and from Neo4j, the record's float32 where that is all).
     """
 
     name = "khop"

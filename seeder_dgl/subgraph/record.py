@@ -34,8 +34,9 @@ class QuerySubgraph:
     """float32 [hops, R]: the relation terms K-hop followed, hop by hop (a learned relation prior's,
     ``retrieval.relation_prior``); empty when it followed sim(q, r)."""
     exact_score: np.ndarray | None = field(default=None, repr=False)
-    """float64 [n]: ``score`` before rounding to float32, where the backend has it (the in-memory
-    graph); rankings by score use it, so that rounding never decides an order. Not cached."""
+    """float64 [n]: ``score`` before rounding to float32, as the backend computed it (in memory, or
+    Neo4j's doubles on the live graph); rankings by score use it, so that rounding never decides an
+    order. Not cached."""
 
     @property
     def num_nodes(self) -> int:

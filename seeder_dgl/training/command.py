@@ -132,7 +132,7 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
     check_dataset_name(dataset)
     thread_info = configure_threads(threads)  # before DGL and the export are touched
 
-    from seeder_dgl.datasets import cache_root, resolve_profile
+    from seeder_dgl.datasets import DatasetContext, resolve_profile
 
     profile = resolve_profile(dataset, profile)
     from seeder_dgl.subgraph.cache import load_split
@@ -140,9 +140,8 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
 
     cfg = build_config(dataset, epochs=epochs, device=resolve_device(device), seed=seed, ablation=ablation,
                        overrides=overrides, profile=profile)
-    root = Path(cache_dir).expanduser().resolve() if cache_dir else cache_root()
-    folder = root / dataset / "subgraphs"
-    splits = {s: folder / f"{cfg.subgraph_prefix}{s}" for s in ("train", "val")}
+    ds = DatasetContext.open(dataset, cfg.profile, cache=cache_dir)
+    splits = {s: ds.subgraph_dir(s) for s in ("train", "val")}
     train_records, train_q = load_split(splits["train"])
     if epochs is None and defaults_row(dataset) == "generic":
         from seeder_dgl.training.config import auto_epochs
@@ -154,10 +153,10 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
             raise SeederError(f"--limit must be at least 1, not {limit}")
         train_records, train_q = train_records[:limit], train_q[:limit]
         val_records, val_q = val_records[:limit], val_q[:limit]
-    features = load_features(dataset, root)
+    features = load_features(dataset, ds.cache)
     meta = {**features.meta, "threads": thread_info, "limit": limit,
             "extraction": {s: _split_summary(path) for s, path in splits.items()}}
-    out_dir = Path(out).expanduser() if out else default_run_dir(dataset, ablation, cfg.profile)
+    out_dir = Path(out).expanduser() if out else ds.run_dir(ablation)
     return train(cfg, train_records, train_q, val_records, val_q, features.node_emb, len(features.relation_types),
                  out_dir, resume=resume, progress=progress, relation_types=features.relation_types,
                  dataset_meta=meta, relation_emb=features.relation_emb, node_types=features.node_type,

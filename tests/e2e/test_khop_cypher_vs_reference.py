@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from loaders.kg import KnowledgeGraph
+from seeder_dgl.graphstore.backend import MemoryGraph
 from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.graphstore.writer import GraphWriter, dataset_label as label_for
@@ -133,6 +134,34 @@ def test_khop_with_a_relation_prior_equals_reference(neo4j_driver, dataset_label
             plain = khop_select(arrays, emb, rel_emb, q, ids, [30, 50], seed_scores=sims)
             changed += set(plain.node_ids.tolist()) != set(ref.node_ids.tolist())
         assert changed  # the relation terms did change what was selected
+    finally:
+        writer.reset()
+
+
+def test_both_backends_keep_the_khop_scores_unrounded_and_agree(neo4j_driver, dataset_label, khop_engine):
+    """``exact_score`` (the float64 scores K-hop ranks by, before the record's float32) is set live
+    as in memory, for the same nodes, to ~1e-7 through Cypher (float32 similarities) and ~1e-15
+    through the procedures."""
+    kg, emb = _random_graph(dataset_label)
+    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine)
+        memory = MemoryGraph(GraphArrays.from_kg(kg), emb, rel_emb)
+        atol = 1e-6 if khop_engine == "cypher" else 1e-12
+        for i in range(4):
+            q = random_embeddings(1, seed=300 + i)[0]
+            seeds = live.dense_seeds(q, 3, exact=True)
+            on_live, in_memory = live.khop_filter(q, seeds, [40, 60]), memory.khop_filter(q, seeds, [40, 60])
+            for sub in (on_live, in_memory):
+                assert sub.exact_score is not None and sub.exact_score.dtype == np.float64
+                assert sub.exact_score.shape == sub.score.shape
+                np.testing.assert_array_equal(sub.exact_score.astype(np.float32), sub.score)
+            exact = dict(zip(in_memory.node_ids.tolist(), in_memory.exact_score.tolist()))
+            assert sorted(exact) == sorted(on_live.node_ids.tolist())
+            np.testing.assert_allclose(on_live.exact_score, [exact[n] for n in on_live.node_ids.tolist()],
+                                       rtol=0, atol=atol)
     finally:
         writer.reset()
 

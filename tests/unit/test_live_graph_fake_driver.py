@@ -99,6 +99,7 @@ def test_partitions_are_merged_by_score_then_id_and_values_travel_as_parameters(
     # Selected nodes are dropped; 1 and 3 tie at 0.30 and the smaller id goes first; then 2.
     assert sub.node_ids.tolist() == [0, 4, 5, 1, 3, 2] and sub.hop.tolist() == [0, 1, 1, 2, 2, 2]
     np.testing.assert_allclose(sub.score, [1.0, 0.5, 0.4, 0.30, 0.30, 0.25])
+    assert sub.exact_score.dtype == np.float64 and sub.exact_score.tolist() == [1.0, 0.5, 0.4, 0.30, 0.30, 0.25]
     hops = [p for t, p in driver.calls if "$frontier" in t]
     assert sorted((p["partitions"], p["partition"]) for p in hops) == [(1, 0), (2, 0), (2, 1)]
     # Each partition is asked for as many more rows as there are selected nodes.
@@ -137,6 +138,7 @@ def test_khop_runs_in_one_procedure_call_when_the_server_has_the_procedures(monk
     sub = graph.khop_filter(np.array([2.0, 0, 0, 0]), [(0, 1.0)], [2, 3, 0])
     assert sub.node_ids.tolist() == [0, 4, 5, 1] and sub.hop.tolist() == [0, 1, 1, 2]
     np.testing.assert_allclose(sub.score, [1.0, 0.5, 0.4, 0.3])
+    assert sub.exact_score.dtype == np.float64 and sub.exact_score.tolist() == [1.0, 0.5, 0.4, 0.3]
     # The relationships came with the nodes, both directions, local positions; a type the model does
     # not know is left out, as on the Cypher path.
     assert sorted(zip(sub.src.tolist(), sub.dst.tolist(), sub.rel.tolist())) == [(0, 1, 0), (1, 0, 0), (2, 2, 0), (2, 2, 0)]
