@@ -179,16 +179,14 @@ class Retriever:
     @property
     def encoder(self):
         if self._encoder is None:
-            from seeder_dgl.datasets import resolve_model
-            from seeder_dgl.embeddings import TextEncoder
+            from seeder_dgl.embeddings import dataset_encoder
 
-            self._encoder = TextEncoder(resolve_model(self.graph.info.model))
+            self._encoder = dataset_encoder(self.graph.info.model)
         return self._encoder
 
     @property
     def policy(self):
         if self._policy is None:
-            from seeder_dgl.datasets import profile_flag
             from seeder_dgl.inference import load_policy
             from seeder_dgl.threads import configure_threads
 

@@ -595,10 +595,9 @@ def tune(
 
 def _query_encoder(graph):
     """The encoder the dataset was ingested with: query and node embeddings must share a space."""
-    from seeder_dgl.datasets import resolve_model
-    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.embeddings import dataset_encoder
 
-    return TextEncoder(resolve_model(graph.info.model))
+    return dataset_encoder(graph.info.model)
 
 
 # ---- train ------------------------------------------------------------------------------------

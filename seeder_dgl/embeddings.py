@@ -56,6 +56,22 @@ def default_cache_dir() -> Path:
     return (Path(base).expanduser() if base else project_root() / ".cache") / "embeddings"
 
 
+def dataset_encoder(model: str | None) -> "TextEncoder":
+    """The ``TextEncoder`` of a dataset's ``model`` (its record's name; None: the default), one per
+    model and cache folder in a process, so a query session loads the model once."""
+    from seeder_dgl.datasets import resolve_model
+
+    key = (resolve_model(model), str(default_cache_dir()))
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = TextEncoder(key[0])
+        return _SHARED[key]
+
+
+_SHARED: dict[tuple[str | None, str], "TextEncoder"] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 def readable_relation(name: str) -> str:
     """'directed_by' -> 'directed by'; MAG's 'author___writes___paper' -> 'author writes paper'."""
     return " ".join(re.sub(r"_+", " ", name).split())

@@ -22,7 +22,7 @@ import numpy as np
 
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
-from seeder_dgl.graphstore.seeding import seed
+from seeder_dgl.graphstore.seeding import seed_linked
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, induced_edges, khop_select
 from seeder_dgl.retrieval.relation_prior import RelationPrior
 from seeder_dgl.subgraph.record import QuerySubgraph
@@ -88,16 +88,18 @@ class RetrievalSettings:
             out["relation_prior"] = self.relation_prior.fingerprint
         return out
 
-    def relation_scores(self, embedding: np.ndarray) -> np.ndarray | None:
-        """[hops, R] relation terms of the K-hop score for this question, or None (sim(q, r))."""
+    def relation_scores(self, embedding: np.ndarray, question: str = "", names: Sequence[str] = ()) -> np.ndarray | None:
+        """[hops, R] relation terms of the K-hop score for ``question`` (embedding ``embedding``, its
+        linked seeds named ``names``), or None (sim(q, r))."""
         if self.relation_prior is None:
             return None
-        return self.relation_prior.scores(embedding, hops=len(self.budgets))
+        return self.relation_prior.question_scores(question, embedding, names, hops=len(self.budgets))
 
 
 def stored_relation_prior(graph) -> RelationPrior | None:
     """The relation prior fitted for ``graph``'s dataset (stored in its Neo4j record), with its
-    columns in the dataset's current relation order; None when none was fitted."""
+    columns in the dataset's current relation order, a template prior bound to the dataset's
+    encoder; None when none was fitted."""
     info = graph.info
     text = getattr(info, "relation_prior", None)
     if not text:
@@ -107,6 +109,10 @@ def stored_relation_prior(graph) -> RelationPrior | None:
     except (ValueError, KeyError, TypeError) as exc:
         raise SeederError(f"the relation prior stored for {info.name!r} is damaged ({exc}): "
                           f"fit it again with `seeder-dgl extract {info.name} --refit-prior`") from None
+    if prior.input == "template":
+        from seeder_dgl.embeddings import dataset_encoder
+
+        prior = prior.bind(dataset_encoder(info.model).encode_queries)
     return prior.aligned(info.relation_types)
 
 
@@ -132,8 +138,9 @@ def with_relation_prior(settings: RetrievalSettings, graph, wanted: bool, requir
 def seed_and_expand(graph: GraphBackend, question: str, embedding: np.ndarray,
                     settings: RetrievalSettings) -> tuple[Seeds, QuerySubgraph]:
     """The seeds of ``question`` and the K-hop-with-filtering subgraph grown from them."""
-    seeds = seed(graph, question, embedding, settings.seeds, settings.seeding, exact=settings.exact_seeds)
-    scores = settings.relation_scores(embedding)
+    seeds, names = seed_linked(graph, question, embedding, settings.seeds, settings.seeding,
+                               exact=settings.exact_seeds)
+    scores = settings.relation_scores(embedding, question, names)
     if scores is None:
         return seeds, graph.khop_filter(embedding, seeds, list(settings.budgets))
     sub = graph.khop_filter(embedding, seeds, list(settings.budgets), relation_scores=scores)

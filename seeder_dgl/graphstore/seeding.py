@@ -8,6 +8,7 @@ special character escaped.
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 import numpy as np
 
@@ -34,6 +35,16 @@ def _normal(text: str) -> str:
     return " ".join(w.lower() for w in _WORD.findall(text))
 
 
+def _name_words(name: str | None) -> list[str]:
+    return _WORD.findall(name or "")
+
+
+def names_in_question(question: str, names: Sequence[str | None]) -> list[str]:
+    """The ``names`` that occur in ``question`` as a whole phrase (case and punctuation aside)."""
+    q_lower = f" {_normal(question)} "
+    return [n for n in names if _name_words(n) and f" {' '.join(w.lower() for w in _name_words(n))} " in q_lower]
+
+
 def link_entities(question: str, hits: list[dict]) -> list[dict]:
     """Order full-text hits for entity linking. Names that occur in the question as a whole
     phrase come first; among them, an occurrence with the same letter case, then one that is
@@ -43,7 +54,7 @@ def link_entities(question: str, hits: list[dict]) -> list[dict]:
     q_words = " " + " ".join(_WORD.findall(question)) + " "
 
     def key(hit):
-        words = _WORD.findall(hit["name"] or "")
+        words = _name_words(hit["name"])
         name = " ".join(w.lower() for w in words)
         if not name or f" {name} " not in q_lower:
             return (1, 0, 0, 0, -hit["text_score"], hit["id"])
@@ -74,20 +85,31 @@ def check_mode(mode: str) -> str:
 def seed(graph, question: str, embedding: np.ndarray, k: int, mode: str = "dense",
          exact: bool = False, candidates: int = 50) -> list[tuple[int, float]]:
     """k seeds as (node id, cos(q, v)) for ``mode`` on a LiveGraph."""
+    return seed_linked(graph, question, embedding, k, mode, exact, candidates)[0]
+
+
+def seed_linked(graph, question: str, embedding: np.ndarray, k: int, mode: str = "dense",
+                exact: bool = False, candidates: int = 50) -> tuple[list[tuple[int, float]], list[str]]:
+    """``seed``'s seeds, and the names of those seeds that the question mentions (found by full-text
+    linking; none with dense seeding). The relation prior reads the question with them masked."""
     check_mode(mode)
     if k <= 0:
-        return []
+        return [], []
     if mode == "dense":
-        return graph.dense_seeds(embedding, k, exact=exact)
+        return graph.dense_seeds(embedding, k, exact=exact), []
     linked = link_entities(question, graph.fulltext_hits(question, embedding, candidates))
     if mode == "fulltext":
         seeds = [(h["id"], h["similarity"]) for h in linked[:k]]
+        chosen = linked[:k]
         if len(seeds) < k:  # no name in the graph matches the question's words: dense seeds fill in
             taken = {i for i, _ in seeds}
             dense = graph.dense_seeds(embedding, k + len(seeds), exact=exact)
             seeds += [(i, s) for i, s in dense if i not in taken][:k - len(seeds)]
-        return seeds
-    dense = graph.dense_seeds(embedding, max(k, 10), exact=exact)
-    ids = fuse([[h["id"] for h in linked], [i for i, _ in dense]], k)
-    sims = {**{i: s for i, s in dense}, **{h["id"]: h["similarity"] for h in linked}}
-    return [(i, sims[i]) for i in ids]
+    else:
+        dense = graph.dense_seeds(embedding, max(k, 10), exact=exact)
+        ids = fuse([[h["id"] for h in linked], [i for i, _ in dense]], k)
+        sims = {**{i: s for i, s in dense}, **{h["id"]: h["similarity"] for h in linked}}
+        seeds = [(i, sims[i]) for i in ids]
+        picked = set(ids)
+        chosen = [h for h in linked if h["id"] in picked]
+    return seeds, names_in_question(question, [h["name"] for h in chosen])

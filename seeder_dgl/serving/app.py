@@ -320,8 +320,7 @@ def open_retrievers(datasets: Sequence[str], *, method: str = "seeder", profile:
     sharing one driver, and one encoder per model (so its question cache is shared too).
     Returns (retrievers, driver); close the driver when done."""
     from seeder_dgl.api import Retriever
-    from seeder_dgl.datasets import resolve_model
-    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.embeddings import dataset_encoder
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.cypher import query
 
@@ -334,13 +333,11 @@ def open_retrievers(datasets: Sequence[str], *, method: str = "seeder", profile:
                 raise SeederError("no dataset is ready to serve" + (
                     f" ({', '.join(rows)} only partly ingested: run `seeder-dgl ingest` again to finish)" if rows
                     else ": run `seeder-dgl ingest metaqa` first"))
-        encoders: dict[str, TextEncoder] = {}
         retrievers = []
         for name in dict.fromkeys(datasets):
             model = rows[name]["model"] if name in rows else None  # an unknown name fails in Retriever
-            if model is not None and model not in encoders:
-                encoders[model] = TextEncoder(resolve_model(model))
-            encoder = encoders.get(model) if model is not None else None
+            # One encoder per model, shared by the datasets and their relation priors' templates.
+            encoder = dataset_encoder(model) if model is not None else None
             retrievers.append(Retriever(name, method=method, profile=profile, driver=driver, encoder=encoder))
     except BaseException:
         driver.close()

@@ -99,7 +99,9 @@ def ensure_relation_prior(driver, graph, queries: list[Query], encoder, settings
         pick = np.sort(np.random.default_rng(0).choice(len(queries), size=max_questions, replace=False))
         queries = [queries[i] for i in pick]
     embeddings = encoder.encode([q.text for q in queries], show_progress=progress)
-    text = fit_on_questions(graph, queries, embeddings, settings, progress=progress).to_json()
+    text = fit_on_questions(graph, queries, embeddings, settings, progress=progress,
+                            encode=lambda texts: encoder.encode(texts, show_progress=progress)).to_json()
     driver.execute_query(query("dataset/set_relation_prior"), name=graph.info.name, prior=text)
-    return RelationPrior.from_json(text).aligned(graph.info.relation_types)  # exactly what later commands read
+    # Exactly what later commands read: the stored JSON, embedding templates as live queries do.
+    return RelationPrior.from_json(text).bind(encoder.encode_queries).aligned(graph.info.relation_types)
 

@@ -36,8 +36,13 @@ def test_tune_fits_a_prior_that_follows_the_asked_relation(own_env, neo4j_driver
 
         encoder = TextEncoder(resolve_model(record["model"]))
         person = sorted(h for h, r, _ in graph.triples if r == "works at")[0]
-        works = prior.scores(encoder.encode([f"Where does {person} work?"], show_progress=False)[0])
-        born = prior.scores(encoder.encode([f"In which country was {person} born?"], show_progress=False)[0])
+        assert prior.input == "template"  # it reads the question with the linked name masked
+        bound = prior.bind(lambda texts: encoder.encode(texts, show_progress=False))
+
+        def scores(question):
+            return bound.question_scores(question, encoder.encode([question], show_progress=False)[0], [person])
+
+        works, born = scores(f"Where does {person} work?"), scores(f"In which country was {person} born?")
         column = {t: i for i, t in enumerate(record["relation_names"])}
         assert works[0, column["works at"]] > 0.5 > works[0, column["born in"]]
         assert born[0, column["born in"]] > 0.5 > born[0, column["works at"]]

@@ -174,3 +174,94 @@ def test_path_score_follows_the_asked_relations_hop_by_hop_and_survives_the_cach
                           dst=loaded.dst, rel=loaded.rel)
     mixed = collate([loaded, plain], np.eye(5, 4, dtype=np.float32), np.ones((2, 4), np.float32))
     assert mixed.relation_scores is None and not relation_path_scores(mixed).any()
+
+
+def test_question_template_masks_whole_names_in_any_case_longest_first():
+    from seeder_dgl.retrieval.relation_prior import question_template
+
+    assert question_template("what films did Kate Mara act in", ["Kate Mara"]) == "what films did X act in"
+    assert question_template("who directed the movie cat people?", ["Cat People"]) == "who directed the movie X?"
+    # Whole words only: 'Ann' is not masked inside 'Annie'; the longer name wins over its part.
+    assert question_template("did Annie meet Ann", ["Ann"]) == "did Annie meet X"
+    assert question_template("films set in New York City", ["York", "New York City"]) == "films set in X"
+    assert question_template("who wrote Ocean's Eleven", ["Ocean's Eleven"]) == "who wrote X"
+    assert question_template("nothing to mask", []) == "nothing to mask"
+    assert question_template("nothing to mask", ["absent"]) == "nothing to mask"
+
+
+class _TemplateEncoder:
+    """Embeds a text by hashing it (same text, same vector) and records what it was asked."""
+
+    def __init__(self, dim: int = 6):
+        self.dim, self.seen = dim, []
+
+    def __call__(self, texts):
+        import hashlib
+
+        self.seen.extend(texts)
+        return np.stack([np.random.default_rng(int.from_bytes(hashlib.sha1(t.encode()).digest()[:4], "little"))
+                         .normal(size=self.dim) for t in texts])
+
+
+def test_a_template_prior_reads_the_question_with_its_seed_names_masked():
+    rng = np.random.default_rng(3)
+    prior = RelationPrior(rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3)), ["a", "b", "c"], {},
+                          hidden_weight=rng.normal(size=(6, 5)), hidden_bias=rng.normal(size=5), input="template")
+    with pytest.raises(RuntimeError, match="bind"):
+        prior.question_scores("what films did Bob act in", np.ones(6), ["Bob"])
+    encode = _TemplateEncoder()
+    bound = prior.bind(encode)
+    bob = bound.question_scores("what films did Bob act in", np.ones(6), ["Bob"])
+    carol = bound.question_scores("what films did Carol Ann act in", -np.ones(6), ["Carol Ann"])
+    np.testing.assert_array_equal(bob, carol)  # one template, one answer, whatever the name
+    assert encode.seen == ["what films did X act in"] * 2
+    other = bound.question_scores("who acted with Bob", np.ones(6), ["Bob"])
+    assert not np.allclose(other, bob)
+    # Through the settings K-hop reads its relation terms from.
+    settings = RetrievalSettings(seeds=1, budgets=(4, 4, 4), relation_prior=bound)
+    assert settings.relation_scores(np.ones(6), "what films did Dan act in", ["Dan"]).shape == (3, 3)
+
+    # The stored form keeps the hidden layer and the input; the fingerprint tells the two apart.
+    back = RelationPrior.from_json(prior.to_json())
+    assert back.input == "template" and back.encode is None
+    np.testing.assert_allclose(back.bind(encode).question_scores("what films did Bob act in", np.ones(6), ["Bob"]),
+                               bob, atol=1e-12)
+    assert back.fingerprint == prior.fingerprint == bound.fingerprint
+    linear = RelationPrior(prior.weight[:, :, :5], prior.bias, ["a", "b", "c"], {})
+    assert linear.fingerprint != RelationPrior(linear.weight, linear.bias, ["a", "b", "c"], {},
+                                               input="template").fingerprint
+    import json
+
+    legacy = json.loads(linear.to_json())
+    del legacy["input"]  # priors stored before templates read the question itself
+    assert RelationPrior.from_json(json.dumps(legacy)).input == "question"
+    broken = json.loads(prior.to_json())
+    broken["hidden_bias"] = [0.0]
+    with pytest.raises(ValueError, match="hidden layer"):
+        RelationPrior.from_json(json.dumps(broken))
+
+
+class _LinkingGraph:
+    """Full-text hits for one question, and dense seeds, as a live graph would return them."""
+
+    def fulltext_hits(self, question, embedding, candidates=50):
+        return [{"id": 7, "name": "love", "text_score": 3.0, "similarity": 0.1},
+                {"id": 5, "name": "Love Actually", "text_score": 2.0, "similarity": 0.4},
+                {"id": 9, "name": "Unrelated", "text_score": 1.0, "similarity": 0.2}]
+
+    def dense_seeds(self, embedding, k, exact=False):
+        return [(11, 0.9), (5, 0.4), (12, 0.3)][:k]
+
+
+def test_seeding_reports_the_names_of_the_seeds_the_question_mentions():
+    from seeder_dgl.graphstore.seeding import seed, seed_linked
+
+    question, emb = "who starred in Love Actually", np.ones(4)
+    seeds, names = seed_linked(_LinkingGraph(), question, emb, 1, "fulltext")
+    assert [s for s, _ in seeds] == [5] and names == ["Love Actually"]
+    seeds, names = seed_linked(_LinkingGraph(), question, emb, 3, "fulltext")
+    assert [s for s, _ in seeds] == [5, 7, 9] and names == ["Love Actually", "love"]  # 'Unrelated' is not in it
+    assert seed_linked(_LinkingGraph(), question, emb, 2, "dense") == ([(11, 0.9), (5, 0.4)], [])
+    seeds, names = seed_linked(_LinkingGraph(), question, emb, 2, "hybrid")
+    assert {s for s, _ in seeds} == {5, 11} and names == ["Love Actually"]
+    assert seed(_LinkingGraph(), question, emb, 1, "fulltext") == [(5, 0.4)]
