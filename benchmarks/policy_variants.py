@@ -73,6 +73,14 @@ CHANGES: dict[str, dict] = {
                    "frontier_caps": (80, 160, 240), "lookahead": True},
     "prior_path": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                    "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True},
+    # Rows named template_* run on subgraphs grown with the relation prior on question templates
+    # (the linked entity's name masked; the deep profile's prior since 2026-11-24, later that day).
+    "template_path": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                      "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True},
+    "template_path_end": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                          "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True, "path_end": True},
+    "template_w32": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                     "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True, "hidden_dim": 32},
     "lookahead_picks": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                         "frontier_caps": (40, 80, 120), "expansion_sizes": (9, 10, 10), "lookahead": True},
 }
@@ -162,6 +170,8 @@ def report(dataset: str) -> None:
             f = r["funnel"]["groups"].get("hops", {}).get(h, {})
             cells += [f"{m.get('hit@1', 0):.3f}", f"{m.get('hit@5', 0):.3f}", f"{f.get('picked', 0):.3f}"]
         grown = "prior" if (r.get("subgraphs") or {}).get("relation_prior") else "sim(q, r)"
+        if r["name"].startswith("template_"):
+            grown = "template prior"
         lines.append(f"| {r['name']} | {grown} | {r['parameters']:,} | {r['queries_per_s']:.0f} | " + " | ".join(cells)
                      + f" | {r['overall']['hit@1']:.3f} | {r['overall']['recall@20']:.3f} |")
     lines += ["", "Settings: " + "; ".join(f"{r['name']} = {r['overrides'] or 'defaults'} "

@@ -130,6 +130,22 @@ def relation_path_scores(batch: SubgraphBatch) -> Tensor:
     return pi
 
 
+def path_end_scores(batch: SubgraphBatch, pi: Tensor) -> Tensor:
+    """ρ [n]: how well a node *ends* the path the question asks for: ρ(u) = π(u) · stop_h(q) with
+    h = hop(u) and stop_h(q) = 1 − max_r p_{h+1}(r | q), the prior's belief that the path does not go
+    on past hop h (1 at the subgraph's last hop). π alone is highest near the seed, since every
+    step multiplies it by a probability; ρ picks the hop the question stops at (a 1-hop question's
+    answers, not its 2-hop neighbours). All zeros when the batch has no relation scores.
+    """
+    scores = batch.relation_scores
+    if scores is None:
+        return torch.zeros_like(pi)
+    go_on = scores.to(torch.float32).amax(dim=2)  # [B, hops]: p that the path takes step h+1
+    go_on = torch.cat([go_on, go_on.new_zeros(go_on.shape[0], 1)], dim=1)  # nothing past the last hop
+    hop = batch.hop.to(torch.int64).clamp(0, go_on.shape[1] - 1)
+    return pi * (1.0 - go_on[batch.graph_index, hop]).clamp_min(0.0)
+
+
 class RelationEncoder(nn.Module):
     """One embedding per relation type: a learnable table, plus projected relation-name embeddings if given.
 
@@ -201,14 +217,16 @@ class SparseGraphTransformer(nn.Module):
     def __init__(self, in_dim: int, num_relations: int, hidden_dim: int = 16, num_layers: int = 3, heads: int = 4,
                  dropout: float = 0.1, query_injection: str = "concat", relation_text: Tensor | None = None,
                  num_hop_buckets: int = 4, num_node_types: int = 0, query_relations: bool = False,
-                 lookahead: bool = False, path_prior: bool = False):
+                 lookahead: bool = False, path_prior: bool = False, path_end: bool = False):
         super().__init__()
         self.hidden_dim = hidden_dim
         self.node_input = NodeInput(in_dim, hidden_dim, query_injection, num_hop_buckets, num_node_types)
         # Relation-degree lookahead (``relation_degrees``), added to the static node input.
         self.lookahead = nn.Linear(num_relations, hidden_dim, bias=False) if lookahead else None
-        # Relation-path score π (``relation_path_scores``) and its square root, added to the static input.
-        self.path_prior = nn.Linear(2, hidden_dim, bias=False) if path_prior else None
+        # Relation-path score π (``relation_path_scores``) and its square root, added to the static
+        # input; with ``path_end`` also the path-end score ρ (``path_end_scores``) and its root.
+        self.path_end = bool(path_prior and path_end)
+        self.path_prior = nn.Linear(4 if self.path_end else 2, hidden_dim, bias=False) if path_prior else None
         self.input_dropout = nn.Dropout(dropout)
         self.relations = RelationEncoder(num_relations, hidden_dim, relation_text,
                                          query_dim=in_dim if query_relations else None)
@@ -223,7 +241,11 @@ class SparseGraphTransformer(nn.Module):
             out = out + self.lookahead(degrees.to(out.dtype))
         if self.path_prior is not None:
             pi = relation_path_scores(batch)
-            out = out + self.path_prior(torch.stack([pi, pi.sqrt()], dim=-1).to(out.dtype))
+            features = [pi, pi.sqrt()]
+            if self.path_end:
+                rho = path_end_scores(batch, pi)
+                features += [rho, rho.sqrt()]
+            out = out + self.path_prior(torch.stack(features, dim=-1).to(out.dtype))
         return out
 
     def forward(self, batch: SubgraphBatch, view: GraphView, selected: Tensor, ops: MessagePassingOps,

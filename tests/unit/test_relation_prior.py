@@ -147,7 +147,7 @@ def test_path_score_follows_the_asked_relations_hop_by_hop_and_survives_the_cach
     import torch
 
     from seeder_dgl.model.batch import collate
-    from seeder_dgl.model.encoder import relation_path_scores
+    from seeder_dgl.model.encoder import path_end_scores, relation_path_scores
     from seeder_dgl.subgraph.cache import load_shard, save_shard
     from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -174,6 +174,15 @@ def test_path_score_follows_the_asked_relations_hop_by_hop_and_survives_the_cach
                           dst=loaded.dst, rel=loaded.rel)
     mixed = collate([loaded, plain], np.eye(5, 4, dtype=np.float32), np.ones((2, 4), np.float32))
     assert mixed.relation_scores is None and not relation_path_scores(mixed).any()
+    assert not path_end_scores(mixed, relation_path_scores(mixed)).any()
+
+    # ρ: the prior goes on past hop 1 with p 0.5 (the max of its hop-2 row) and the subgraph ends at
+    # hop 2 (nothing goes on), so the hop-2 node that π puts at half the hop-1 one's score ends the
+    # asked-for path as well as it does; the seed goes on with p 0.9.
+    rho = path_end_scores(batch, pi)
+    torch.testing.assert_close(rho[:5], torch.tensor([1.0 * 0.1, 0.9 * 0.5, 0.45, 0.2 * 0.5, 0.02]))
+    torch.testing.assert_close(rho[5:], rho[:5])
+    assert pi[1] == 2 * pi[2] and rho[1] == rho[2]
 
 
 def test_question_template_masks_whole_names_in_any_case_longest_first():
