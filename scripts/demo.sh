@@ -35,8 +35,7 @@ step "6/6 ask the live graph"
 # then their '|starred_actors|' lines (The Remains of the Day: Anthony Hopkins, Emma Thompson,
 # Christopher Reeve; Never Let Me Go: Carey Mulligan, Andrew Garfield; The Saddest Music in the
 # World: Isabella Rossellini; The White Countess has none in kb.txt). The briefly trained demo
-# policy ranks five of them first and Anthony Hopkins seventh, after the screenwriter Guy Maddin
-# (the full `seeder-dgl train metaqa` model ranks all six first); K-hop's triples show the path.
+# policy ranks all six first, then the films; K-hop's triples show the path.
 $sd query metaqa "who are the actors in the movies written by Kazuo Ishiguro" --k 10
 $sd query metaqa "who are the actors in the movies written by Kazuo Ishiguro" --k 10 --method khop --format triples
 printf '\nNeo4j keeps running for more questions (seeder-dgl query metaqa "..."); stop it with: %s neo4j stop\n' "$sd"
