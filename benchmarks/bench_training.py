@@ -56,7 +56,7 @@ def main() -> None:
     two_hop = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][: args.queries]
     val = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][args.queries: args.queries + 200]
     feats = load_features("metaqa")
-    # MetaQA's config is Prime's model (method.md) under MetaQA's name, so its checkpoint loads for metaqa.
+    # MetaQA's config is Prime's model (docs/method.md) under MetaQA's name, so its checkpoint loads for metaqa.
     cfg = TrainConfig.for_dataset("metaqa", args.profile, epochs=1, warmup_epochs=0, device=args.device, seed=0)
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()

@@ -31,7 +31,7 @@ from benchmarks.common import machine, write_result  # noqa: E402
 from seeder_dgl.reporting import RESULTS  # noqa: E402
 
 # name -> TrainConfig overrides on top of the dataset/profile defaults. Every variant starts from
-# BASE, the paper's model and loss (method.md), so rows compare with each other whatever the
+# BASE, the paper's model and loss (docs/method.md), so rows compare with each other whatever the
 # profile's current defaults are.
 BASE = {"node_types": False, "query_relations": False, "query_injection": "concat", "rank_loss": "bpr",
         "lr": 1e-3, "ops": "auto", "frontier_caps": (20, 30, 50)}

@@ -605,7 +605,7 @@ def _query_encoder(graph):
 @one_line_errors
 def train(
     dataset: str = typer.Argument(..., help="A dataset whose train/val subgraphs are extracted (seeder-dgl extract)."),
-    epochs: int = typer.Option(None, help="Epochs \\[default: the dataset's, from method.md's table]."),
+    epochs: int = typer.Option(None, help="Epochs \\[default: the dataset's, from docs/method.md's table]."),
     device: str = typer.Option("auto", help="auto (CUDA when there is one), cpu, cuda, cuda:1, ..."),
     out: str = typer.Option(None, help="Run folder \\[default: runs/<dataset>/<ablation>]."),
     resume: bool = typer.Option(False, help="Continue an interrupted run exactly (from last.pt)."),

@@ -1,6 +1,6 @@
 """Retrieval metrics, computed here (no torchmetrics: >= 1.8 drops scores <= 0 in MRR/recall).
 
-Conventions (method.md, STaRK):
+Conventions (docs/method.md, STaRK):
 
 * a ranking is an ordered list of node ids (or ``(id, score)`` pairs, order as given: ties were
   already broken by the retriever); a repeated id counts once, at its first position;

@@ -197,7 +197,7 @@ class LiveGraph:
     # ---- K-hop-with-filtering ---------------------------------------------------------------
     def khop_filter(self, embedding: np.ndarray, seeds: list[tuple[int, float]], budgets: list[int],
                     with_edges: bool = True, relation_scores: np.ndarray | None = None) -> QuerySubgraph:
-        """Seeds plus, hop by hop, the best ``budgets[h]`` neighbours of the frontier (method.md step 3).
+        """Seeds plus, hop by hop, the best ``budgets[h]`` neighbours of the frontier (docs/method.md, K-hop-with-filtering).
 
         ``relation_scores`` [hops, R] (a learned relation prior's, columns in the record's relation
         order) replace sim(q, r) hop by hop.

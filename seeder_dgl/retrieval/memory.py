@@ -230,7 +230,7 @@ class QueryScorer:
     ``select`` returns the exact float64 top-k of ``score = sim / 3.0 + via`` (or of ``sim``):
     above ``_EXACT_LIMIT`` candidates it ranks a float32 estimate first and rescores in float64
     only the entries within ``_PREFILTER_TOL`` (1e-4, i.e. 3e-4 in similarity) of the estimated
-    k-th score. For unit-norm vectors (method.md: cosine) a float32 dot product is off by ~1e-7
+    k-th score. For unit-norm vectors (docs/method.md: cosine) a float32 dot product is off by ~1e-7
     (worst case ~d * 6e-8), so the result equals a full float64 pass; vectors with norms far
     above 1 would need a wider tolerance.
     """
@@ -307,7 +307,7 @@ def khop_select(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, q
                 seeds: Sequence[int], budgets: Sequence[int], *,
                 seed_scores: Sequence[float] | None = None,
                 relation_scores: np.ndarray | None = None) -> KHopSelection:
-    """K-hop-with-filtering (method.md step 3) at float64 precision; see the module docstring.
+    """K-hop-with-filtering (docs/method.md, K-hop-with-filtering) at float64 precision; see the module docstring.
 
     Frontier = seeds. At hop h every neighbour u (both edge directions) of the frontier that is
     not yet selected gets ``score(u) = sim(q,u)/3 + max_{v-r-u, v in frontier}(sim(q,v) + sim(q,r))/3``;

@@ -49,7 +49,7 @@ class TrainConfig:
     bpr_weight: float = 1.0
     """λ: weight of the ranking loss in L = L_RL + λ L_BPR"""
     rank_loss: str = "bpr"
-    """ranking loss on the final scores: 'bpr' (pairwise, method.md) or 'listwise' (softmax over the retrieved set)"""
+    """ranking loss on the final scores: 'bpr' (pairwise, docs/method.md) or 'listwise' (softmax over the retrieved set)"""
     bpr_margin: float | None = None
     """None: BPR −log σ(s+ − s−); a float γ: softplus(γ − (s+ − s−)) (the paper's margin variant uses 0.5)"""
     path_reward: float = 0.0
@@ -149,7 +149,7 @@ class TrainConfig:
 
 
 # The headline MiniLM runs (paper's hyperparameter table). MetaQA has no row: it uses Prime's.
-# Parameter count: method.md quotes about 1.1M trainable parameters; these settings give about
+# Parameter count: docs/method.md quotes about 1.1M trainable parameters; these settings give about
 # 93k here (most of it the 256x256 query projection). The paper does not say where the rest
 # lives (wider feed-forward or edge MLPs, embedding tables?), so the model is not padded to match.
 _PRIME: dict[str, Any] = dict(k0=3, pca_dim=256, hidden_dim=16, num_layers=3, dropout=0.1, expansion_sizes=(7, 10),

@@ -63,7 +63,7 @@ answer among 20 picked nodes), and the ranking keeps improving after that."""
 
 def selection_score(val: dict) -> float:
     return float(val[SELECTION_METRIC]) + TIE_BREAK[1] * float(val.get(TIE_BREAK[0], 0.0))
-"""Model selection on validation Recall@20 (method.md), never on test."""
+"""Model selection on validation Recall@20 (docs/method.md), never on test."""
 UNKNOWN_RELATION_RATE = 0.01
 """Fraction of training edge entries whose relation is replaced by the unknown-relation slot."""
 REPORTED = ("hit@1", "hit@5", "mrr", "recall@20", "hit@any", "recall@any")

@@ -23,7 +23,7 @@ from tests.helpers.graphs import random_embeddings, random_kg
 
 
 # ---------------------------------------------------------------------------------------------
-# A deliberately naive twin: dicts, sets and Python loops, written from method.md step 3.
+# A deliberately naive twin: dicts, sets and Python loops, written from docs/method.md, K-hop-with-filtering.
 # ---------------------------------------------------------------------------------------------
 def naive_khop(src, dst, rel, node_emb, rel_emb, query, seeds, budgets, seed_scores=None):
     q = [float(x) for x in query]
