@@ -1,0 +1,106 @@
+"""Where a live SeedER query spends its time: each stage of the pipeline timed apart.
+
+    python benchmarks/bench_query_stages.py [--dataset metaqa] [--queries 300] [--warmup 20]
+
+Runs the stages `Retriever.retrieve` runs, on the live graph, one question at a time: embedding
+the question, seeding (full-text hits or dense), the relation prior (embedding the question's
+template on a miss), K-hop-with-filtering in Neo4j, reading the node features of the subgraph,
+and the policy ranking it. Validation questions, each asked once after ``--warmup`` others, then
+all asked again (the encoder's question cache and Neo4j's page cache now warm). Writes
+benchmarks/results/query-stages-<dataset>.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from seeder_dgl.threads import configure_threads  # noqa: E402
+
+THREADS = configure_threads()
+
+from benchmarks.common import cpu_probe, machine, percentile, probe_line, write_result  # noqa: E402
+
+STAGES = ("embed question", "seeding", "relation prior", "K-hop in Neo4j", "node features", "policy ranking")
+
+
+def time_stages(retriever, question: str) -> list[float]:
+    """Milliseconds of each of ``STAGES`` for one question."""
+    from seeder_dgl.graphstore.seeding import seed_linked
+
+    graph, settings = retriever.graph, retriever.settings
+    ticks = [time.perf_counter()]
+    emb = retriever.encoder.encode_queries([question])[0]
+    ticks.append(time.perf_counter())
+    seeds, names = seed_linked(graph, question, emb, settings.seeds, settings.seeding, exact=settings.exact_seeds)
+    ticks.append(time.perf_counter())
+    scores = settings.relation_scores(emb, question, names)
+    ticks.append(time.perf_counter())
+    sub = graph.khop_filter(emb, seeds, list(settings.budgets), relation_scores=scores)
+    if scores is not None:
+        sub.relation_scores = scores.astype(np.float32)
+    ticks.append(time.perf_counter())
+    node_emb, types, _ = graph.node_features(sub.node_ids)
+    ticks.append(time.perf_counter())
+    retriever.policy.rank([sub], [node_emb], emb[None], k=20, node_types=[types])
+    ticks.append(time.perf_counter())
+    return [(b - a) * 1000 for a, b in zip(ticks, ticks[1:])]
+
+
+def summarise(rows: list[list[float]]) -> dict:
+    table = np.asarray(rows)
+    out = {stage: {"p50_ms": percentile(table[:, i], 50), "p95_ms": percentile(table[:, i], 95)}
+           for i, stage in enumerate(STAGES)}
+    after_embedding = table[:, 1:].sum(axis=1)
+    out["total, question embedding excluded"] = {"p50_ms": percentile(after_embedding, 50),
+                                                 "p95_ms": percentile(after_embedding, 95)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="metaqa")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
+    args = parser.parse_args()
+
+    from seeder_dgl.api import Retriever
+    from seeder_dgl.datasets import get_spec
+
+    questions = [q.text for q in get_spec(args.dataset).load_questions(None, None).split("val")]
+    questions = questions[: args.warmup + args.queries]
+    probe_before = cpu_probe()
+    with Retriever(args.dataset) as retriever:
+        for q in questions[: args.warmup]:
+            time_stages(retriever, q)
+        timed = questions[args.warmup:]
+        first = [time_stages(retriever, q) for q in timed]
+        again = [time_stages(retriever, q) for q in timed]
+        profile = retriever.profile
+    probe_after = cpu_probe()
+    passes = {"first": summarise(first), "again": summarise(again)}
+    payload = {"machine": machine(), "dataset": args.dataset, "profile": profile, "queries": len(timed),
+               "threads": THREADS, "passes": passes, "cpu_probe_ms": {"before": probe_before, "after": probe_after}}
+    lines = [f"# A live SeedER query on {args.dataset}, stage by stage", "",
+             f"Machine: {payload['machine']['cpu']}, {payload['machine']['cores']} cores; Neo4j on the same "
+             f"machine. Profile {profile}, k = 20, {len(timed)} validation questions one at a time (after "
+             f"{args.warmup} others), then the same again. Command: `python benchmarks/bench_query_stages.py "
+             f"--dataset {args.dataset}`.", "",
+             "| stage | first p50 ms | first p95 ms | again p50 ms | again p95 ms |", "|---|---:|---:|---:|---:|"]
+    for stage in passes["first"]:
+        f, a = passes["first"][stage], passes["again"][stage]
+        lines.append(f"| {stage} | {f['p50_ms']:.1f} | {f['p95_ms']:.1f} | {a['p50_ms']:.1f} | {a['p95_ms']:.1f} |")
+    lines += ["", "p50 and p95 are taken per stage; the total's are of the per-question sums.", "",
+              probe_line(probe_before, probe_after)]
+    md = "\n".join(lines)
+    print(md)
+    write_result(f"query-stages-{args.dataset}", payload, md)
+
+
+if __name__ == "__main__":
+    main()
