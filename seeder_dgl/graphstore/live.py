@@ -1,9 +1,9 @@
 """Retrieval on the live graph: dense seeding and K-hop-with-filtering run in Neo4j.
 
 Whatever is in the database at query time is what gets retrieved: nodes and relationships
-added after training (``seeder-dgl upsert``) are seen by the next query. K-hop and exact seeding
-run in seeder-dgl's procedures when the server has them (``graphstore.procedures``, one call for
-all hops), else as Cypher statements (one query per hop); both select the same nodes. Every
+added after training (``seeder-dgl upsert``) are seen by the next query. K-hop, exact seeding and
+node features run in seeder-dgl's procedures when the server has them (``graphstore.procedures``,
+one call for all hops), else as Cypher statements (one query per hop); both select the same nodes. Every
 statement here only reads, and runs in READ access mode, so a cluster may route it to a reader.
 """
 from __future__ import annotations
@@ -68,9 +68,9 @@ _HOP_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="seeder-hop")
 class LiveGraph:
     """One ingested dataset in Neo4j, seen through the project's Cypher statements.
 
-    ``khop``: ``procedure``, ``cypher`` or ``auto`` (the default, from ``SEEDER_KHOP``): run K-hop
-    and exact seeding in seeder-dgl's procedures, as Cypher statements, or in the procedures when
-    the server has them (asked once per driver, on first use).
+    ``khop``: ``procedure``, ``cypher`` or ``auto`` (the default, from ``SEEDER_KHOP``): run K-hop,
+    exact seeding and node features in seeder-dgl's procedures, as Cypher statements, or in the
+    procedures when the server has them (asked once per driver, on first use).
     ``hop_partitions`` (Cypher only): each K-hop hop after the first is split into that many
     concurrent queries by internal node id (exact: see cypher/retrieval/khop_hop.cypher). Neo4j
     Community runs one query on one core, and scoring a hub's neighbourhood is the slow part of a
@@ -89,7 +89,7 @@ class LiveGraph:
 
     @property
     def khop_engine(self) -> str:
-        """``procedure`` or ``cypher``: what runs K-hop and exact seeding for this graph."""
+        """``procedure`` or ``cypher``: what runs K-hop, exact seeding and node features for this graph."""
         return khop_engine(self.driver, self.database, self.khop_setting)
 
     def _set_info(self, info: DatasetInfo) -> None:
@@ -298,11 +298,11 @@ class LiveGraph:
         s, d, t = (np.asarray(x, dtype=np.int64) for x in (src, dst, rel))
         return np.concatenate([s, d]), np.concatenate([d, s]), np.concatenate([t, t])
 
-    def _per_node(self, statement: str, what: str, node_ids) -> tuple[dict[str, list], list[int]]:
+    def _per_node(self, statement: str, what: str, node_ids, **params) -> tuple[dict[str, list], list[int]]:
         """A per-node columnar statement's lists, and the row of each id given (in that order);
         a one-line error when a node is gone (deleted while the query ran)."""
         ids = [int(i) for i in node_ids]
-        found = self._lists(statement, what, ids=ids)
+        found = self._lists(statement, what, ids=ids, **params)
         row_of = {int(node): row for row, node in enumerate(found["ids"])}
         missing = [i for i in ids if i not in row_of]
         if missing:
@@ -310,9 +310,17 @@ class LiveGraph:
         return found, [row_of[i] for i in ids]
 
     def node_features(self, node_ids) -> tuple[np.ndarray, list[str], list[str]]:
-        """Embeddings [n, d] (rows in the order given), types and names of the nodes."""
-        found, rows = self._per_node("retrieval/node_features", "reading node features", node_ids)
-        emb = np.asarray([found["embeddings"][r] for r in rows], dtype=np.float32).reshape(len(rows), self.info.dimension)
+        """Embeddings [n, d] (rows in the order given), types and names of the nodes.
+
+        The procedure sends the embeddings as float32 bytes: as float lists each number crosses
+        the wire as a float64 and becomes a Python float in the driver, the most of this query's time."""
+        what, dim = "reading node features", self.info.dimension
+        if self.khop_engine == "procedure":
+            found, rows = self._per_node("procedure/node_features", what, node_ids, label=self.label)
+            emb = np.frombuffer(found["embeddings"], dtype="<f4").reshape(-1, dim)[rows].astype(np.float32, copy=False)
+        else:
+            found, rows = self._per_node("retrieval/node_features", what, node_ids)
+            emb = np.asarray([found["embeddings"][r] for r in rows], dtype=np.float32).reshape(len(rows), dim)
         return emb, [found["types"][r] for r in rows], [found["names"][r] for r in rows]
 
     def describe(self, node_ids) -> tuple[list[str], list[str], list[str]]:

@@ -3,7 +3,8 @@
 Through Cypher, K-hop-with-filtering costs one query per hop, and Cypher evaluates every
 candidate neighbour in its expression engine. ``seeder.khop`` runs all hops in one call over the
 same stored data (embeddings, int8 sketches) with the in-memory reference's float64 numbers;
-``seeder.exactSeeds`` scans the stored embeddings exactly. ``LiveGraph`` uses them when the
+``seeder.exactSeeds`` scans the stored embeddings exactly; ``seeder.nodeFeatures`` returns a
+subgraph's embeddings as float32 bytes instead of float lists. ``LiveGraph`` uses them when the
 server has them, else the Cypher statements (``SEEDER_KHOP``: ``auto``, ``procedure`` or ``cypher``).
 
 The jar is built with Maven once per version of the Java sources and kept in
@@ -29,7 +30,7 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.paths import NEO4J_PROCEDURES
 
 JAR_NAME = "seeder-dgl-procedures.jar"
-PROCEDURE_NAMES = frozenset({"seeder.khop", "seeder.exactSeeds"})
+PROCEDURE_NAMES = frozenset({"seeder.khop", "seeder.exactSeeds", "seeder.nodeFeatures"})
 KHOP_ENGINES = ("auto", "procedure", "cypher")
 INSTALL_HINT = ("build the jar with `seeder-dgl neo4j plugin`, copy it into the server's plugins/ folder and "
                 "restart the server (`seeder-dgl neo4j start` installs it in the local server itself)")

@@ -172,6 +172,32 @@ def test_running_out_of_transaction_memory_is_a_one_line_error_that_says_what_to
     assert "SEEDER_NEO4J_TX_MEMORY" in line and "128.0 MiB" in line
 
 
+def test_node_features_are_the_same_through_the_procedure_and_cypher(neo4j_driver, dataset_label, small_graph,
+                                                                      seeder_procedures):
+    """seeder.nodeFeatures sends float32 bytes where the Cypher statement sends float lists: the
+    same float32 numbers, types, names and order, and the same error for a node that is gone. One
+    node's embedding is stored as a float64 list, so the procedure rounds it as numpy does."""
+    kg, emb, _ = small_graph
+    with neo4j_driver.session() as session:
+        session.run(f"MATCH (n:{dataset_label} {{id: 3}}) SET n.embedding = $e",
+                    e=(emb[3].astype(np.float64) + 1e-9).tolist()).consume()
+    ids = np.random.default_rng(19).permutation(kg.num_nodes)[:150].tolist() + [3]
+    cypher, procedure = (LiveGraph(neo4j_driver, dataset_label, khop=k) for k in ("cypher", "procedure"))
+    assert (cypher.khop_engine, procedure.khop_engine) == ("cypher", "procedure")
+    (c_emb, c_types, c_names), (p_emb, p_types, p_names) = cypher.node_features(ids), procedure.node_features(ids)
+    assert c_emb.dtype == p_emb.dtype == np.float32 and c_emb.shape == p_emb.shape == (len(ids), 16)
+    assert np.array_equal(c_emb, p_emb) and p_emb.flags.writeable
+    assert np.array_equal(p_emb[:-1], emb[ids[:-1]])  # stored as float32 at ingest: unchanged
+    assert (c_types, c_names) == (p_types, p_names) and p_names == [f"node {i}" for i in ids]
+    assert procedure.node_features([])[0].shape == cypher.node_features([])[0].shape == (0, 16)
+    errors = []
+    for graph in (cypher, procedure):
+        with pytest.raises(LiveGraphError, match="disappeared") as caught:
+            graph.node_features([ids[0], 5000, ids[1]])
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and "\n" not in errors[0] and "[5000]" in errors[0]
+
+
 def test_retrieval_runs_in_read_access_mode(neo4j_driver, dataset_label, small_graph, khop_engine):
     """Every statement of a retrieval goes out as a read (a cluster may route it to a reader, and
     the server refuses it any write), and retrieval answers as through a plain driver."""

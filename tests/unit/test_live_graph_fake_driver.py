@@ -115,7 +115,7 @@ class FakeRecord(dict):
     """What the driver's Record offers LiveGraph: mapping access and items()."""
 
 
-def _server_with_procedures(added: dict | None = None, installed=("seeder.khop", "seeder.exactSeeds")):
+def _server_with_procedures(added: dict | None = None, installed=("seeder.khop", "seeder.exactSeeds", "seeder.nodeFeatures")):
     """A fake server that lists ``installed`` and answers seeder.khop with ``added`` (parallel lists)."""
     def answer(text, params):
         if "SHOW PROCEDURES" in text:

@@ -1,5 +1,8 @@
 package io.github.seederdgl.procedures;
 
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -52,6 +55,16 @@ public class Retrieval {
         public List<Long> sources = new ArrayList<>();
         public List<Long> targets = new ArrayList<>();
         public List<String> relations = new ArrayList<>();
+    }
+
+    /** The nodes found among the ids asked for, in the order asked, and their embeddings as one
+     * little-endian float32 matrix: a float list crosses the wire as 9 bytes a number (packstream
+     * float64), and the driver builds a Python float for each, which costs more than the query. */
+    public static class Features {
+        public List<Long> ids = new ArrayList<>();
+        public byte[] embeddings;
+        public List<String> types = new ArrayList<>();
+        public List<String> names = new ArrayList<>();
     }
 
     public static class Seed {
@@ -256,6 +269,65 @@ public class Retrieval {
         }
         found.sort(Comparator.comparingDouble((Seed s) -> -s.similarity).thenComparingLong(s -> s.id));
         return found.stream().limit(limit);
+    }
+
+    @Procedure(name = "seeder.nodeFeatures", mode = Mode.READ)
+    @Description("seeder.nodeFeatures(label, ids): the nodes of the label with these ids, in the order given "
+            + "(missing ids absent), as one record: ids, embeddings (little-endian float32, row after row), "
+            + "types, names")
+    public Stream<Features> nodeFeatures(@Name("label") String label, @Name("ids") List<Long> ids) {
+        Label dataset = datasetLabel(label);
+        if (ids == null) {
+            throw new IllegalArgumentException("no node ids given");
+        }
+        Features out = new Features();
+        List<float[]> rows = new ArrayList<>(ids.size());
+        int dimension = -1;
+        for (Long id : ids) {
+            guard.check();
+            if (id == null) {
+                throw new IllegalArgumentException("the node ids hold a null");
+            }
+            Node node = tx.findNode(dataset, Scoring.ID, id);
+            if (node == null) {
+                continue;
+            }
+            Map<String, Object> stored = node.getProperties(Scoring.EMBEDDING, "type", "name");
+            float[] row = asFloats(stored.get(Scoring.EMBEDDING), id);
+            if (dimension < 0) {
+                dimension = row.length;
+            } else if (row.length != dimension) {
+                throw new IllegalArgumentException("node " + id + " has a " + row.length
+                        + "-dimensional embedding, the nodes before it " + dimension);
+            }
+            rows.add(row);
+            out.ids.add(id);
+            out.types.add((String) stored.get("type"));
+            out.names.add((String) stored.get("name"));
+        }
+        ByteBuffer buffer = ByteBuffer.allocate(rows.size() * Math.max(dimension, 0) * Float.BYTES)
+                .order(ByteOrder.LITTLE_ENDIAN);
+        FloatBuffer floats = buffer.asFloatBuffer();  // a view: writes through, in the buffer's byte order
+        rows.forEach(floats::put);
+        out.embeddings = buffer.array();
+        return Stream.of(out);
+    }
+
+    /** A stored embedding as float32: a double list is rounded to nearest, as numpy's float32 cast
+     * of the same numbers on the Cypher path does. */
+    private static float[] asFloats(Object value, long id) {
+        if (value instanceof float[]) {
+            return (float[]) value;
+        }
+        if (value instanceof double[]) {
+            double[] stored = (double[]) value;
+            float[] row = new float[stored.length];
+            for (int i = 0; i < stored.length; i++) {
+                row[i] = (float) stored[i];
+            }
+            return row;
+        }
+        throw new IllegalArgumentException("node " + id + " has no embedding");
     }
 
     private static Label datasetLabel(String label) {
