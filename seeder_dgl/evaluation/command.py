@@ -359,14 +359,13 @@ def _load_graph(driver, ds: DatasetContext, queries: Sequence[Query], settings: 
 
     Full-text or hybrid seeding reads each question's names from Neo4j here, once for all methods.
     """
-    from seeder_dgl.datasets import resolve_model
-    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.embeddings import dataset_encoder
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
 
     live = LiveGraph(driver, ds.name)
     live.check_ready()
-    encoder = TextEncoder(resolve_model(live.info.model))
+    encoder = dataset_encoder(live.info.model)
     with console.status(f"Embedding {len(queries):,} questions with {live.info.model}..."):
         query_emb = encoder.encode([q.text for q in queries], show_progress=False)
     export = export_graph(driver, ds.name, ds.export_dir, progress=progress)

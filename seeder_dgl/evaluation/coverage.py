@@ -90,8 +90,8 @@ def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, sett
     from rich.console import Console
     from rich.table import Table
 
-    from seeder_dgl.datasets import cache_root, get_spec, resolve_model
-    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.datasets import cache_root, get_spec
+    from seeder_dgl.embeddings import dataset_encoder
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
@@ -119,7 +119,7 @@ def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, sett
     with open_driver() as driver:
         live = LiveGraph(driver, dataset)
         live.check_ready()
-        emb = TextEncoder(resolve_model(live.info.model)).encode([q.text for q in sample], show_progress=False)
+        emb = dataset_encoder(live.info.model).encode([q.text for q in sample], show_progress=False)
         graph = live if engine == "cypher" else MemoryGraph.from_export(
             export_graph(driver, dataset, cache_root() / dataset / "export", progress=False), live)
         rows = coverage(graph, sample, emb, settings)

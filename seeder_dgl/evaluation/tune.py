@@ -78,11 +78,10 @@ def _with_prior(driver, graph, qa, sample: list[Query], emb, chosen: dict, conso
     train = [q for q in qa.split("train") if q.answers] if "train" in qa.splits else []
     if len(train) < MIN_PRIOR_QUESTIONS:
         return []
-    from seeder_dgl.datasets import resolve_model
-    from seeder_dgl.embeddings import TextEncoder
+    from seeder_dgl.embeddings import dataset_encoder
 
     setting = _setting(chosen)
-    encoder = TextEncoder(resolve_model(graph.info.model))
+    encoder = dataset_encoder(graph.info.model)
     try:
         with console.status("Relation prior: paths of the training questions..."):
             prior = ensure_relation_prior(driver, graph, train, encoder, setting.retrieval, refit=True, progress=False)
@@ -99,8 +98,8 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
     from rich.table import Table
 
     from seeder_dgl.datasets import (
-        dataset_dir, get_spec, read_manifest, resolve_model, write_manifest)
-    from seeder_dgl.embeddings import TextEncoder
+        dataset_dir, get_spec, read_manifest, write_manifest)
+    from seeder_dgl.embeddings import dataset_encoder
     from seeder_dgl.fileio import atomic_write_json
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.cypher import query
@@ -118,7 +117,7 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
     with open_driver() as driver:
         live = LiveGraph(driver, dataset)
         live.check_ready()
-        emb = TextEncoder(resolve_model(live.info.model)).encode([q.text for q in sample], show_progress=False)
+        emb = dataset_encoder(live.info.model).encode([q.text for q in sample], show_progress=False)
         graph = MemoryGraph.from_export(export_graph(driver, dataset, dataset_dir(dataset) / "export", progress=False),
                                         live)
         rows = coverage(graph, sample, emb, list(CANDIDATES), group_by="hops", progress=True)

@@ -35,14 +35,11 @@ def _normal(text: str) -> str:
     return " ".join(w.lower() for w in _WORD.findall(text))
 
 
-def _name_words(name: str | None) -> list[str]:
-    return _WORD.findall(name or "")
-
-
 def names_in_question(question: str, names: Sequence[str | None]) -> list[str]:
-    """The ``names`` that occur in ``question`` as a whole phrase (case and punctuation aside)."""
+    """The ``names`` that occur in ``question`` as a whole phrase (case and punctuation aside), by
+    the same test as ``link_entities``."""
     q_lower = f" {_normal(question)} "
-    return [n for n in names if _name_words(n) and f" {' '.join(w.lower() for w in _name_words(n))} " in q_lower]
+    return [n for n in names if _normal(n or "") and f" {_normal(n)} " in q_lower]
 
 
 def link_entities(question: str, hits: list[dict]) -> list[dict]:
@@ -54,7 +51,7 @@ def link_entities(question: str, hits: list[dict]) -> list[dict]:
     q_words = " " + " ".join(_WORD.findall(question)) + " "
 
     def key(hit):
-        words = _name_words(hit["name"])
+        words = _WORD.findall(hit["name"] or "")
         name = " ".join(w.lower() for w in words)
         if not name or f" {name} " not in q_lower:
             return (1, 0, 0, 0, -hit["text_score"], hit["id"])
