@@ -81,6 +81,8 @@ CHANGES: dict[str, dict] = {
                           "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True, "path_end": True},
     "template_w32": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                      "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True, "hidden_dim": 32},
+    "template_m4": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                    "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True, "num_trajectories": 4},
     "lookahead_picks": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                         "frontier_caps": (40, 80, 120), "expansion_sizes": (9, 10, 10), "lookahead": True},
 }

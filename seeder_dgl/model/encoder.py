@@ -80,7 +80,10 @@ class NodeInput(nn.Module):
                 node_type: Tensor | None = None) -> Tensor:
         """``static`` rows of the nodes [n, hidden] plus the structural part of the projection."""
         dtype = static.dtype
-        hop_onehot = F.one_hot(hop.clamp(0, self.num_hop_buckets - 1), self.num_hop_buckets).to(dtype)
+        # A comparison, not F.one_hot: that one checks the range of its input first (a sync and a
+        # third of this method's time on the small graphs of a live query).
+        buckets = torch.arange(self.num_hop_buckets, device=hop.device)
+        hop_onehot = (hop.clamp(0, self.num_hop_buckets - 1).unsqueeze(-1) == buckets).to(dtype)
         structural = torch.cat([seed.to(dtype).unsqueeze(-1), selected.to(dtype).unsqueeze(-1),
                                 hop_onehot, score.to(dtype).unsqueeze(-1)], dim=-1)
         h = static + F.linear(structural, self.proj.weight[:, self.fused:])
@@ -204,8 +207,11 @@ class GraphTransformerLayer(nn.Module):
 
     def forward(self, ops: MessagePassingOps, graph: Any, h: Tensor, relation_emb: Tensor, rel: Tensor) -> Tensor:
         n, shape = h.shape[0], (-1, self.heads, self.head_dim)
-        q, k, v = self.w_q(h).view(shape), self.w_k(h).view(shape), self.w_v(h).view(shape)
-        e_k, e_v = self.edge_mlp(relation_emb)[rel].view(-1, 2, self.heads, self.head_dim).unbind(1)
+        # One matrix product for Q, K and V (their weights side by side) instead of three.
+        weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])
+        bias = torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
+        q, k, v = (part.reshape(shape) for part in F.linear(h, weight, bias).chunk(3, dim=-1))
+        e_k, e_v = self.edge_mlp(relation_emb).index_select(0, rel).view(-1, 2, self.heads, self.head_dim).unbind(1)
         h_bar = ops.attend(graph, q, k, v, e_k, e_v).reshape(n, -1)
         h = self.norm_attn(h + self.dropout(self.w_o(h_bar)))
         return self.norm_ffn(h + self.dropout(self.ffn(h)))
@@ -261,7 +267,7 @@ class SparseGraphTransformer(nn.Module):
         else:
             rows = nodes if batch.origin is None else batch.origin[nodes]
         node_type = batch.node_type[nodes] if batch.node_type is not None else None
-        h = self.node_input(static[rows], batch.hop[nodes] == 0, selected[nodes], batch.hop[nodes],
+        h = self.node_input(static.index_select(0, rows), batch.hop[nodes] == 0, selected[nodes], batch.hop[nodes],
                             batch.score[nodes], node_type)
         h = self.input_dropout(h)
         graph = ops.prepare(view)  # one handle (a dgl.graph for DGLOps) shared by all layers

@@ -149,17 +149,21 @@ def rollout(policy: SeederPolicy, batch: SubgraphBatch, *, num_trajectories: int
         selected = run.seed_mask.clone()
         per_step = []
         for step, size in enumerate(policy.expansion_sizes):
-            expansion = policy.expand(run, selected, step, ops, static)
-            frontier = expansion.frontier
-            logits = frontier.to_dense(expansion.logits / temperature, -math.inf)  # [G, width]
-            nodes = frontier.to_dense(frontier.nodes, -1)
+            if step == 0 and m > 1:
+                logits, nodes, seen = _shared_first_step(policy, batch, run, m, ops, static, temperature)
+            else:
+                expansion = policy.expand(run, selected, step, ops, static)
+                frontier = expansion.frontier
+                logits = frontier.to_dense(expansion.logits / temperature, -math.inf)  # [G, width]
+                nodes = frontier.to_dense(frontier.nodes, -1)
+                seen = (frontier.nodes, expansion.logits)
             index, valid = gumbel_top_k(logits, size, sample=sample, generator=generator)
             per_step.append(plackett_luce_log_prob(logits, index, valid))
             chosen = nodes.gather(1, index)[valid]
             selected = selected.clone()
             selected[chosen] = True
             if trace is not None:
-                trace.append(StepTrace(frontier=frontier.nodes, chosen=chosen, logits=expansion.logits.detach()))
+                trace.append(StepTrace(frontier=seen[0], chosen=chosen, logits=seen[1].detach()))
         if per_step:
             step_log_prob = torch.stack(per_step, dim=-1).view(num_queries, m, -1)
         else:
@@ -169,6 +173,28 @@ def rollout(policy: SeederPolicy, batch: SubgraphBatch, *, num_trajectories: int
     scores = policy.score(run, selected, ops, static) if score else None
     return RolloutOutput(batch=run, num_queries=num_queries, num_trajectories=m, selected=selected,
                          step_log_prob=step_log_prob, reward=reward, scores=scores, trace=trace)
+
+
+def _shared_first_step(policy: SeederPolicy, batch: SubgraphBatch, run: SubgraphBatch, m: int,
+                       ops: MessagePassingOps, static: Tensor, temperature: float) -> tuple[Tensor, Tensor, tuple]:
+    """Step 0 of ``m`` trajectories per query. All of them start from the same V_0 (the seeds), so
+    one encoder pass over the B queries of ``batch`` gives the logits every copy samples from,
+    instead of m identical passes over ``run`` (the gradients of the m copies add up in the shared
+    logits, as they would in m separate passes; only dropout masks are shared).
+
+    Returns the [B·m, width] logits (divided by the temperature) and frontier nodes as indices of
+    ``run`` (−1 = padding), and the frontier nodes and logits of every copy (for the trace).
+    """
+    expansion = policy.expand(batch, batch.seed_mask, 0, ops, static)
+    frontier = expansion.frontier
+    # Node i of graph b of ``batch`` is node i − offset_b + offset_{b·m+j} of copy j in ``run``.
+    local = frontier.nodes - (torch.cumsum(batch.batch_num_nodes, 0) - batch.batch_num_nodes)[frontier.graph]
+    local = frontier.to_dense(local, -1).repeat_interleave(m, dim=0)  # [B·m, width]
+    run_offsets = torch.cumsum(run.batch_num_nodes, 0) - run.batch_num_nodes
+    real = local >= 0
+    nodes = torch.where(real, local + run_offsets.unsqueeze(1), local)
+    raw = frontier.to_dense(expansion.logits, -math.inf).repeat_interleave(m, dim=0)
+    return raw / temperature, nodes, (nodes[real], raw[real])
 
 
 @torch.no_grad()

@@ -312,3 +312,25 @@ def test_lookahead_policy_trains_and_sees_beyond_the_frontier():
     static = policy.encoder.static(batch)
     changed = dataclasses.replace(batch, rel=(batch.rel + 1) % RELATIONS)
     assert not torch.allclose(static, policy.encoder.static(changed))
+
+
+def test_trajectories_share_the_first_step_exactly():
+    """Step 0 runs once per query and its logits serve every trajectory (they all start from the
+    seeds): without sampling, every copy must make the picks and log-probabilities of a
+    one-trajectory rollout; with sampling, the copies still draw their own first picks."""
+    batch = make_batch(5)
+    policy = make_policy(3, expansion_sizes=(3, 5, 4), frontier_caps=(6, 12, 15)).eval()
+    one = rollout(policy, batch, num_trajectories=1, sample=False)
+    many = rollout(policy, batch, num_trajectories=4, sample=False)
+    per_copy = many.batch.graph_index.view(-1)
+    for g in range(many.batch.num_graphs):
+        mine = many.selected[per_copy == g]
+        assert torch.equal(mine, one.selected[one.batch.graph_index == g // 4])
+    assert torch.allclose(many.step_log_prob, one.step_log_prob.expand(-1, 4, -1), atol=1e-10)
+
+    sampled = rollout(policy.train(), batch, num_trajectories=4, sample=True,
+                      generator=torch.Generator().manual_seed(2))
+    assert sampled.step_log_prob.shape == (4, 4, 3) and torch.isfinite(sampled.step_log_prob).all()
+    # Copies of one query sample different first picks from the same logits.
+    first = sampled.step_log_prob[:, :, 0]
+    assert (first.max(dim=1).values - first.min(dim=1).values > 0).any()
