@@ -1,11 +1,13 @@
 """Training throughput and policy inference latency on CPU (or --device cuda).
 
-    python benchmarks/bench_training.py [--queries 2000] [--device cpu] [--threads 1] [--profile deep]
+    python benchmarks/bench_training.py [--queries 2000] [--device cpu] [--threads 1] [--profile deep] [--trajectories 8,4]
 
 Trains one epoch with MetaQA's training config of the profile on MetaQA 2-hop training subgraphs
 from the extract cache (`seeder-dgl extract metaqa --split train`; `--profile paper` reads the
-paper profile's cache), then times the trained policy alone ranking subgraphs one query at a
-time, with both message-passing backends. Writes
+paper profile's cache), once per trajectory count of `--trajectories` (side by side, same
+questions), then times the last trained policy alone ranking subgraphs one query at a time,
+with both message-passing backends. Wall-clock rates depend on what else the machine runs; the
+CPU seconds per question (process time, all threads) much less so. Writes
 benchmarks/results/training-<device>-<profile>-<threads>t.{json,md}.
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +53,8 @@ def main() -> None:
     parser.add_argument("--latency-queries", type=int, default=300)
     parser.add_argument("--threads", type=int, default=None, help="torch/OpenMP threads [default: 1 on 2 cores]")
     parser.add_argument("--profile", default="deep", help="retrieval profile whose cached subgraphs train")
+    parser.add_argument("--trajectories", default=None,
+                        help="comma list of M to train with side by side [default: the profile's]")
     args = parser.parse_args()
 
     records, query_emb = load_split(subgraph_dir("metaqa", args.profile, "train"))
@@ -57,16 +62,24 @@ def main() -> None:
     val = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][args.queries: args.queries + 200]
     feats = load_features("metaqa")
     # MetaQA's config is Prime's model (docs/method.md) under MetaQA's name, so its checkpoint loads for metaqa.
-    cfg = TrainConfig.for_dataset("metaqa", args.profile, epochs=1, warmup_epochs=0, device=args.device, seed=0)
+    base = TrainConfig.for_dataset("metaqa", args.profile, epochs=1, warmup_epochs=0, device=args.device, seed=0)
+    counts = [int(m) for m in args.trajectories.split(",")] if args.trajectories else [base.num_trajectories]
     with tempfile.TemporaryDirectory() as out:
-        t0 = time.perf_counter()
-        result = train(cfg, [records[i] for i in two_hop], query_emb[two_hop], [records[i] for i in val],
-                       query_emb[val], feats.node_emb, len(feats.relation_types), Path(out), progress=False,
-                       relation_types=feats.relation_types, dataset_meta={"dataset": "metaqa"},
-                       relation_emb=feats.relation_emb, node_types=feats.node_type,
-                       node_type_names=feats.node_type_names)
-        wall = time.perf_counter() - t0
-        epoch = result.history[-1]
+        runs = []
+        for m in counts:
+            cfg = replace(base, num_trajectories=m)
+            t0, c0 = time.perf_counter(), time.process_time()
+            result = train(cfg, [records[i] for i in two_hop], query_emb[two_hop], [records[i] for i in val],
+                           query_emb[val], feats.node_emb, len(feats.relation_types), Path(out) / f"m{m}",
+                           progress=False, relation_types=feats.relation_types, dataset_meta={"dataset": "metaqa"},
+                           relation_emb=feats.relation_emb, node_types=feats.node_type,
+                           node_type_names=feats.node_type_names)
+            epoch = result.history[-1]
+            # training steps only for the rate (validation is timed apart); CPU time covers the whole call
+            runs.append({"trajectories": m, "queries_per_second": float(epoch["queries_per_s"]),
+                         "wall_seconds": time.perf_counter() - t0,
+                         "cpu_ms_per_question": 1000 * (time.process_time() - c0) / len(two_hop),
+                         "epoch_seconds": len(two_hop) / float(epoch["queries_per_s"])})
         latency = {}
         sample = [records[i] for i in val[: args.latency_queries]]
         sample_q = query_emb[val[: args.latency_queries]]
@@ -82,16 +95,13 @@ def main() -> None:
                 policy.rank([r], [node_emb], q[None], k=20, node_types=[types])
                 times.append((time.perf_counter() - t) * 1000)
             latency[ops] = {"p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95)}
-    qps = float(epoch["queries_per_s"])  # training steps only; validation is timed apart
-    seconds = len(two_hop) / qps
+    for run in runs:
+        run["full_metaqa_epoch_estimate_seconds"] = 31_311 / run["queries_per_second"]
     payload = {"machine": machine(), "device": args.device, "profile": args.profile, "threads": THREADS,
-               "config": {k: getattr(cfg, k) for k in ("hidden_dim", "num_layers", "expansion_sizes",
-                                                       "frontier_caps", "num_trajectories", "batch_size")},
-               "train_queries": len(two_hop),
-               "parameters": result.num_parameters, "epoch_seconds": seconds, "wall_seconds": wall,
-               "queries_per_second": qps, "ops": result.ops,
-               "full_metaqa_epoch_estimate_seconds": 31_311 / (len(two_hop) / seconds),
-               "mean_subgraph_nodes": float(np.mean([records[i].num_nodes for i in two_hop])),
+               "config": {k: getattr(base, k) for k in ("hidden_dim", "num_layers", "expansion_sizes",
+                                                        "frontier_caps", "num_trajectories", "batch_size")},
+               "train_queries": len(two_hop), "parameters": result.num_parameters, "ops": result.ops,
+               "runs": runs, "mean_subgraph_nodes": float(np.mean([records[i].num_nodes for i in two_hop])),
                "inference": latency}
     md = "\n".join([
         f"# Training throughput and policy latency ({args.device})", "",
@@ -101,10 +111,10 @@ def main() -> None:
         f"MetaQA's {args.profile}-profile config {payload['config']}: {result.num_parameters:,} parameters, "
         f"ops {result.ops}, {THREADS['torch_threads']} torch thread(s); {len(two_hop)} MetaQA 2-hop training "
         f"subgraphs (mean {payload['mean_subgraph_nodes']:.0f} nodes).", "",
-        "| training | value |", "|---|---|",
-        f"| queries/s | {payload['queries_per_second']:.1f} |",
-        f"| seconds per epoch ({len(two_hop)} queries) | {seconds:.1f} |",
-        f"| a full MetaQA epoch (31,311 queries), estimated | {payload['full_metaqa_epoch_estimate_seconds']:.0f} s |", "",
+        f"| trajectories M | queries/s | CPU ms per question | seconds per epoch ({len(two_hop)} queries) "
+        "| a full MetaQA epoch (31,311 queries), estimated |", "|---:|---:|---:|---:|---:|",
+        *[f"| {r['trajectories']} | {r['queries_per_second']:.1f} | {r['cpu_ms_per_question']:.1f} | "
+          f"{r['epoch_seconds']:.1f} | {r['full_metaqa_epoch_estimate_seconds']:.0f} s |" for r in runs], "",
         "| policy alone, one query at a time | p50 ms | p95 ms |", "|---|---|---|",
         *[f"| {ops} ops | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for ops, v in latency.items()],
     ])

@@ -615,6 +615,9 @@ def train(
     threads: int = typer.Option(None, help="CPU threads when OMP_NUM_THREADS is unset \\[default: 1 on <= 2 cores]."),
     lr: float = typer.Option(None, help="Learning rate override."),
     batch_size: int = typer.Option(None, help="Queries per step override."),
+    patience: int = typer.Option(None, min=1, help="Stop after N epochs (past the warm-up) without a better "
+                                                   "validation score \[default: 3 for graphs of your own, "
+                                                   "off for built-in datasets]."),
     profile: str = typer.Option(None, help="Retrieval profile whose subgraphs were extracted "
                                            "(seeder-dgl extract --profile): paper, or MetaQA's deep "
                                            "\\[default: the dataset's best: MetaQA deep, others paper]."),
@@ -626,7 +629,8 @@ def train(
     """
     from seeder_dgl.training.command import run_training
 
-    overrides = {k: v for k, v in {"lr": lr, "batch_size": batch_size}.items() if v is not None}
+    overrides = {k: v for k, v in {"lr": lr, "batch_size": batch_size, "patience": patience}.items()
+                 if v is not None}
     result = run_training(dataset, epochs=epochs, device=device, out=out, resume=resume, seed=seed,
                           ablation=ablation, limit=limit, overrides=overrides or None, threads=threads,
                           profile=profile)

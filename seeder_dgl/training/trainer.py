@@ -155,6 +155,13 @@ def predict(policy: SeederPolicy, prep: Preprocessing, records: Sequence[QuerySu
 # ---------------------------------------------------------------------------------------------
 # Pieces of the loop
 # ---------------------------------------------------------------------------------------------
+def stop_early(cfg: TrainConfig, epoch: int, best_epoch: int) -> bool:
+    """Whether ``cfg.patience`` epochs after the warm-up have passed without a better validation
+    score than that of ``best_epoch``. A resumed run decides from the same two numbers."""
+    return (cfg.patience is not None and epoch < cfg.epochs and epoch > cfg.warmup_epochs
+            and epoch - max(best_epoch, cfg.warmup_epochs) >= cfg.patience)
+
+
 class WarmupCosine:
     """Learning-rate factor per optimiser step: linear warm-up to 1, then cosine decay to 0."""
 
@@ -357,7 +364,12 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
         columns = (TextColumn("[bold]epoch {task.fields[epoch]}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*columns, console=console, disable=not progress) as bars:
-            for epoch in range(loop.start_epoch + 1, cfg.epochs + 1):
+            last_epoch = cfg.epochs
+            if state is not None and stop_early(cfg, loop.start_epoch, loop.best_epoch):
+                console.print(f"{out_dir} had stopped early after epoch {loop.start_epoch} (patience {cfg.patience}): "
+                              "nothing left to train")
+                last_epoch = loop.start_epoch
+            for epoch in range(loop.start_epoch + 1, last_epoch + 1):
                 policy.train()
                 stats = RunningStats(epoch)
                 task = bars.add_task("train", total=steps_per_epoch, epoch=f"{epoch}/{cfg.epochs}", stats="")
@@ -382,6 +394,11 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                 bars.console.print(epoch_line(row, cfg.epochs, improved), soft_wrap=True)
                 if on_epoch_end is not None:
                     on_epoch_end(row)
+                if stop_early(cfg, epoch, loop.best_epoch):
+                    bars.console.print(f"stopping after epoch {epoch}: validation {SELECTION_METRIC} has not "
+                                       f"improved for {epoch - loop.best_epoch} epochs (patience {cfg.patience}); "
+                                       f"best.pt is epoch {loop.best_epoch}", soft_wrap=True)
+                    break
     finally:
         torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
 

@@ -16,7 +16,7 @@ from seeder_dgl.retrieval.memory import GraphArrays, attach_labels, khop_filter
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training.checkpoint import read_checkpoint
 from seeder_dgl.training.config import TrainConfig
-from seeder_dgl.training.trainer import WarmupCosine, evaluate_rankings, subgraph_metrics, train
+from seeder_dgl.training.trainer import WarmupCosine, evaluate_rankings, stop_early, subgraph_metrics, train
 from tests.helpers.graphs import random_embeddings, random_kg
 
 
@@ -195,6 +195,33 @@ def test_same_seed_same_run_and_resume_is_exact(small_task, tmp_path):
         train(tiny_config(epochs=2, batch_size=8, lr=1e-2), *args, tmp_path / "c", progress=False, resume=True)
 
 
+def test_stop_early_rule():
+    cfg = tiny_config(epochs=10, warmup_epochs=2, patience=3)
+    # Epochs inside the warm-up never stop a run, and the count starts after it.
+    assert [stop_early(cfg, e, best_epoch=1) for e in range(1, 8)] == [False] * 4 + [True] * 3
+    assert not stop_early(cfg, 6, best_epoch=4) and stop_early(cfg, 7, best_epoch=4)
+    assert not stop_early(cfg, 10, best_epoch=1)  # the last epoch ends the run anyway
+    assert not any(stop_early(tiny_config(epochs=10), e, 1) for e in range(1, 11))  # no patience: never
+    with pytest.raises(ValueError, match="patience"):
+        tiny_config(patience=0)
+
+
+def test_training_stops_when_validation_stops_improving(small_task, tmp_path):
+    """With a learning rate of zero nothing improves after the first epoch: patience 1 stops the
+    run after the warm-up plus one epoch, best.pt holds the best epoch, and resuming trains nothing."""
+    train_r, train_q, val_r, val_q, node_emb, num_rel = small_task
+    args = (train_r, train_q, val_r, val_q, node_emb, num_rel)
+    cfg = tiny_config(epochs=6, warmup_epochs=1, batch_size=8, lr=0.0, patience=1)
+    result = train(cfg, *args, tmp_path / "run", progress=False)
+    assert [row["epoch"] for row in result.history] == [1, 2]
+    assert result.best_epoch == 1
+    assert read_checkpoint(result.last_path, required=("epoch",))["epoch"] == 2
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert [r["epoch"] for r in metrics["epochs"]] == [1, 2]
+    again = train(cfg, *args, tmp_path / "run", progress=False, resume=True)
+    assert again.history == result.history
+
+
 def test_different_seed_differs(small_task, tmp_path):
     train_r, train_q, val_r, val_q, node_emb, num_rel = small_task
     args = (train_r, train_q, val_r, val_q, node_emb, num_rel)
@@ -331,8 +358,10 @@ def test_each_dataset_has_a_default_profile_and_metaqa_deep_carries_the_chosen_m
     assert retrieval_profile("metaqa") == retrieval_profile("metaqa", "deep")
     assert retrieval_profile("metaqa").seeding == "fulltext" and retrieval_profile("prime").seeding == "dense"
     deep = command.build_config("metaqa", profile="deep")
-    assert (deep.node_types, deep.query_relations, deep.rank_loss, deep.lr, deep.lookahead) == \
-        (True, True, "listwise", 3e-3, True)
+    assert (deep.node_types, deep.query_relations, deep.rank_loss, deep.lr, deep.lookahead, deep.patience) == \
+        (True, True, "listwise", 3e-3, True, None)
+    own = TrainConfig.for_dataset("generic")  # a graph of your own (its spec's train_defaults)
+    assert (own.num_trajectories, own.patience, own.path_prior) == (4, 3, True)
     # The paper's setting stays the paper's table, for MetaQA and for STaRK.
     for dataset in ("metaqa", "prime", "mag", "amazon"):
         paper = command.build_config(dataset, profile="paper")
