@@ -26,7 +26,7 @@ EVAL_BATCH_SIZE = 64
 """Queries per inference batch (one trajectory each, so larger than the training batch)."""
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def rank_subgraphs(policy: SeederPolicy, prep: Preprocessing, records: Sequence[QuerySubgraph], rows: FeatureRows,
                    query_features: np.ndarray, device: torch.device, ops: MessagePassingOps, mode: str = "expand",
                    batch_size: int = EVAL_BATCH_SIZE) -> list[tuple[list[int], list[float]]]:
@@ -82,7 +82,7 @@ class LoadedPolicy:
         p = self.preprocessing
         return None if p.pca_components is None else (p.pca_mean, p.pca_components)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def rank(self, records: list[QuerySubgraph], node_features: np.ndarray | Sequence[np.ndarray] | Callable,
              query_emb: np.ndarray, k: int = 20, mode: str | None = None,
              batch_size: int = 64, node_types=None) -> list[list[tuple[int, float]]]:

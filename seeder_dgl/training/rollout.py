@@ -89,7 +89,8 @@ class RolloutOutput:
     selected: Tensor
     """bool [n of ``batch``]: V_T of every trajectory."""
     step_log_prob: Tensor
-    """[B, M, T]: log π(S_t | s_t) of each step (the PL probability of the picks, also for top-k)."""
+    """[B, M, T]: log π(S_t | s_t) of each step (the PL probability of the picks, also for top-k;
+    zeros for top-k picks made without gradients, as in ``infer``)."""
     reward: Tensor
     """[B, M]: Recall@Any of V_T."""
     scores: NodeScores | None
@@ -158,7 +159,10 @@ def rollout(policy: SeederPolicy, batch: SubgraphBatch, *, num_trajectories: int
                 nodes = frontier.to_dense(frontier.nodes, -1)
                 seen = (frontier.nodes, expansion.logits)
             index, valid = gumbel_top_k(logits, size, sample=sample, generator=generator)
-            per_step.append(plackett_luce_log_prob(logits, index, valid))
+            # Deterministic picks without gradients (inference) need no probability: zeros instead,
+            # which saves the [G, k, width] tensors of the Plackett-Luce terms on every live query.
+            per_step.append(plackett_luce_log_prob(logits, index, valid) if sample or torch.is_grad_enabled()
+                            else logits.new_zeros(logits.shape[0]))
             chosen = nodes.gather(1, index)[valid]
             selected = selected.clone()
             selected[chosen] = True
