@@ -196,8 +196,8 @@ class Preprocessing:
 
     def type_ids(self, names: Sequence[str | None]) -> np.ndarray:
         """Type ids of type names; names outside the training vocabulary (or None) get the unknown slot."""
-        index = {t: i for i, t in enumerate(self.node_type_names or ())}
-        return np.asarray([index.get(n, self.unknown_type) for n in names], dtype=np.int64)
+        index, unknown = {t: i for i, t in enumerate(self.node_type_names or ())}, self.unknown_type
+        return np.fromiter((index.get(n, unknown) for n in names), dtype=np.int64, count=len(names))
 
     def type_table(self, codes: np.ndarray, names: Sequence[str]) -> np.ndarray:
         """Per global id, the type id of a graph whose node ``i`` has type ``names[codes[i]]`` (-1: none)."""
@@ -236,8 +236,9 @@ class Preprocessing:
             names = [t for per_record in node_types for t in per_record]
             if len(names) != ids.shape[0]:
                 raise ValueError(f"{len(names)} node types for {ids.shape[0]} nodes")
-            found = dict(zip(ids.tolist(), self.type_ids(names).tolist()))
-            return np.asarray([found[i] for i in unique.tolist()], dtype=np.int64)
+            # A node in several records has the same type in each: its first occurrence gives it.
+            seen, first = np.unique(ids, return_index=True)
+            return self.type_ids(names)[first[np.searchsorted(seen, unique)]]
         table = np.asarray(node_types[unique], dtype=np.int64)
         return np.where((table < 0) | (table > self.unknown_type), self.unknown_type, table)
 
