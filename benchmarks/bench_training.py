@@ -37,7 +37,7 @@ def _threads() -> int | None:
 
 THREADS = configure_threads(_threads())  # before torch spins up its pool
 
-from benchmarks.common import machine, percentile, write_result  # noqa: E402
+from benchmarks.common import cpu_probe, machine, percentile, probe_line, write_result  # noqa: E402
 from seeder_dgl.datasets import subgraph_dir  # noqa: E402
 from seeder_dgl.subgraph.cache import load_split  # noqa: E402
 from seeder_dgl.inference import load_policy  # noqa: E402
@@ -57,6 +57,7 @@ def main() -> None:
                         help="comma list of M to train with side by side [default: the profile's]")
     args = parser.parse_args()
 
+    probe_before = cpu_probe()
     records, query_emb = load_split(subgraph_dir("metaqa", args.profile, "train"))
     two_hop = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][: args.queries]
     val = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][args.queries: args.queries + 200]
@@ -95,6 +96,7 @@ def main() -> None:
                 policy.rank([r], [node_emb], q[None], k=20, node_types=[types])
                 times.append((time.perf_counter() - t) * 1000)
             latency[ops] = {"p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95)}
+    probe_after = cpu_probe()
     for run in runs:
         run["full_metaqa_epoch_estimate_seconds"] = 31_311 / run["queries_per_second"]
     payload = {"machine": machine(), "device": args.device, "profile": args.profile, "threads": THREADS,
@@ -102,12 +104,14 @@ def main() -> None:
                                                         "frontier_caps", "num_trajectories", "batch_size")},
                "train_queries": len(two_hop), "parameters": result.num_parameters, "ops": result.ops,
                "runs": runs, "mean_subgraph_nodes": float(np.mean([records[i].num_nodes for i in two_hop])),
-               "inference": latency}
+               "inference": latency, "cpu_probe_ms": [probe_before, probe_after]}
     md = "\n".join([
         f"# Training throughput and policy latency ({args.device})", "",
         f"Machine: {payload['machine']['cpu']}, {payload['machine']['cores']} cores. "
         f"Command: `python benchmarks/bench_training.py --device {args.device} --profile {args.profile}"
-        f" --threads {THREADS['torch_threads']}`.", "",
+        f" --threads {THREADS['torch_threads']}"
+        + (f" --trajectories {args.trajectories}" if args.trajectories else "") + f" --queries {args.queries}`. "
+        + probe_line(probe_before, probe_after), "",
         f"MetaQA's {args.profile}-profile config {payload['config']}: {result.num_parameters:,} parameters, "
         f"ops {result.ops}, {THREADS['torch_threads']} torch thread(s); {len(two_hop)} MetaQA 2-hop training "
         f"subgraphs (mean {payload['mean_subgraph_nodes']:.0f} nodes).", "",
