@@ -276,7 +276,8 @@ class InPlaceAdopter:
             raise AdoptError(describe_neo4j_error(exc, "releasing nodes that left the graph") +
                              "; run the same command again to continue") from exc
 
-    def _inputs(self, page: list[dict], ids: list[int], source: AdoptSource, owned: set[str]) -> list[_NodeInput]:
+    @staticmethod
+    def _inputs(page: list[dict], ids: list[int], source: AdoptSource, owned: set[str]) -> list[_NodeInput]:
         """What each node's embedding is made from: its text (else its name, else its id), its type
         (the type property, else its first other label, else 'entity'; as ``ingest`` types rows
         without one), and a given embedding."""

@@ -304,3 +304,39 @@ def test_khop_on_a_graph_adopted_in_place_equals_the_reference(neo4j_driver, dat
                                           "labels(n) AS l").records
         neo4j_driver.execute_query(f"MATCH (n:{user}) DETACH DELETE n")
     assert all(not r["k"] and r["l"] == [user] for r in left)
+
+
+def test_an_adoption_cut_off_part_way_continues_where_it_stopped(neo4j_driver, dataset_label):
+    """Each batch commits with its ids: a run that fails after some batches leaves those nodes
+    adopted, and the next run adopts the rest, with every id once."""
+    from seeder_dgl.graphstore.adopt import AdoptSource, InPlaceAdopter
+    from seeder_dgl.graphstore.writer import GraphWriter
+    from tests.helpers.graphs import random_embeddings
+
+    user = "U" + dataset_label[1:]
+    neo4j_driver.execute_query(f"UNWIND range(0, 99) AS i CREATE (:{user} {{k: i, title: 'node ' + toString(i)}})")
+    neo4j_driver.execute_query(f"MATCH (a:{user}), (b:{user}) WHERE b.k = a.k + 1 CREATE (a)-[:NEXT]->(b)")
+    source = AdoptSource(user, "k", "title")
+    calls = []
+
+    def encode(texts):
+        calls.append(len(texts))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # as Ctrl-C in the middle of encoding the third batch
+        return random_embeddings(len(texts), seed=len(calls))
+
+    relations = lambda names: random_embeddings(len(names), seed=9)  # noqa: E731
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            InPlaceAdopter(neo4j_driver, dataset_label, batch=30).adopt(source, encode, relations, "m", 16)
+        label = f"KG_{dataset_label}"
+        done = neo4j_driver.execute_query(f"MATCH (n:{label}) RETURN count(n) AS c").records[0]["c"]
+        assert done == 60 and _record(neo4j_driver, dataset_label)["status"] != "complete"
+        summary = InPlaceAdopter(neo4j_driver, dataset_label, batch=30).adopt(
+            source, lambda texts: random_embeddings(len(texts), seed=7), relations, "m", 16)
+        assert (summary.added, summary.nodes, summary.relationships) == (40, 100, 99)
+        ids = neo4j_driver.execute_query(f"MATCH (n:{label}) RETURN collect(n.{label}_id) AS i").records[0]["i"]
+        assert sorted(ids) == list(range(100)) and _record(neo4j_driver, dataset_label)["status"] == "complete"
+    finally:
+        GraphWriter(neo4j_driver, dataset_label).drop()
+        neo4j_driver.execute_query(f"MATCH (n:{user}) DETACH DELETE n")

@@ -70,3 +70,28 @@ def test_no_shared_statement_reads_a_plain_property_name_of_an_adopted_graph():
         code = "\n".join(line.split("//")[0] for line in text.splitlines())
         found = [m.group(0) for m in plain.finditer(code) if not m.group(0).startswith(("f.", "row.", "p.", "c."))]
         assert not found, (name, found)
+
+
+def test_what_an_adopted_node_is_embedded_from():
+    """Text, else name, else the user's id; type property, else the first other label that is not a
+    dataset's, else 'entity'; a given embedding only when usable. The digest changes with any of them."""
+    import numpy as np
+
+    from seeder_dgl.graphstore.adopt import InPlaceAdopter, _given_vector
+
+    source = AdoptSource("Film", "uid", "title", text_property="plot", embedding_property="vec")
+    page = [{"key": "4:a:1", "user_id": 7, "name": "Heat", "text": None, "type": None, "embedding": [0, 0],
+             "labels": ["Film", "KG_films", "Movie", "Crime"]},
+            {"key": "4:a:2", "user_id": "u-8", "name": None, "text": "  ", "type": "noir", "embedding": [1, 2],
+             "labels": ["Film"]},
+            {"key": "4:a:3", "user_id": 9, "name": "Ran", "text": "A warlord", "type": None, "embedding": None,
+             "labels": ["Film"]}]
+    nodes = InPlaceAdopter._inputs(page, [0, 1, 2], source, {"KG_films"})
+    assert [(n.text, n.type) for n in nodes] == [("Heat", "Crime"), ("u-8", "noir"), ("A warlord", "entity")]
+    assert nodes[0].given is None and nodes[1].given.tolist() == [1.0, 2.0] and nodes[2].given is None
+    renamed = InPlaceAdopter._inputs([{**page[0], "name": "Heat (1995)"}], [0], source, {"KG_films"})
+    assert renamed[0].digest != nodes[0].digest
+    assert InPlaceAdopter._inputs(page[:1], [0], source, {"KG_films"})[0].digest == nodes[0].digest
+    for bad in (None, [], "1 2", [float("nan"), 1.0], [0.0, 0.0], [[1.0]]):
+        assert _given_vector(bad) is None
+    assert np.array_equal(_given_vector((3, 4)), [3.0, 4.0])
