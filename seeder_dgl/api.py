@@ -51,6 +51,8 @@ class Retrieval:
     """(head id, head name, relation, tail id, tail name) among the retrieved nodes."""
     label: str | None = field(default=None, repr=False)
     """The dataset's node label in Neo4j (``KG_<name>``, ``Metaqa``), for ``to_cypher``."""
+    id_property: str = field(default="id", repr=False)
+    """The property holding the dataset's node ids (``KG_<name>_id`` for a graph adopted in place)."""
 
     def triples(self) -> list[str]:
         """The relationships among the retrieved nodes as 'head -[relation]-> tail' lines."""
@@ -62,7 +64,7 @@ class Retrieval:
         if not self.label:
             raise SeederError("this retrieval does not know its dataset's Neo4j label: "
                               "use a Retrieval returned by Retriever.retrieve")
-        return subgraph_cypher(self.label, [n.id for n in self.nodes])
+        return subgraph_cypher(self.label, [n.id for n in self.nodes], self.id_property)
 
     def to_dict(self) -> dict:
         return {"question": self.question, "method": self.method, "seconds": round(self.seconds, 4),
@@ -75,7 +77,7 @@ class Retrieval:
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
 
-def subgraph_cypher(label: str, node_ids) -> str:
+def subgraph_cypher(label: str, node_ids, id_property: str = "id") -> str:
     """A parameter-free, read-only Cypher statement that returns the nodes ``node_ids`` of the
     dataset labelled ``label`` and every relationship among them, as rows ``n, r, m`` that Neo4j
     Browser or Bloom draw as a graph (a node without relationships comes back with ``r, m`` null).
@@ -86,9 +88,10 @@ def subgraph_cypher(label: str, node_ids) -> str:
     identifier check as every label spliced into ``cypher/`` statements (and is backtick-quoted as
     well), and each id must be a 64-bit integer, written as a number.
     """
-    if not is_identifier(label):
-        raise SeederError(f"{label!r} is not a dataset label that can be written into Cypher "
-                          "(letters, digits and '_', starting with a letter)")
+    for name in (label, id_property):
+        if not is_identifier(name):
+            raise SeederError(f"{name!r} is not a dataset label or property that can be written into Cypher "
+                              "(letters, digits and '_', starting with a letter)")
     ids = []
     for node_id in node_ids:
         if isinstance(node_id, (bool, np.bool_)) or not isinstance(node_id, (int, np.integer)):
@@ -100,9 +103,9 @@ def subgraph_cypher(label: str, node_ids) -> str:
     id_list = "[" + ", ".join(str(i) for i in ids) + "]"
     return (f"// {len(ids)} retrieved nodes of {quoted} and the relationships among them (read-only)\n"
             f"MATCH (n:{quoted})\n"
-            f"WHERE n.id IN {id_list}\n"
+            f"WHERE n.{id_property} IN {id_list}\n"
             f"OPTIONAL MATCH (n)-[r]->(m:{quoted})\n"
-            f"WHERE m.id IN {id_list}\n"
+            f"WHERE m.{id_property} IN {id_list}\n"
             "RETURN n, r, m")
 
 
@@ -241,7 +244,7 @@ class Retriever:
         nodes = self._describe(found.ranking, {i for i, _ in found.seeds})
         triples = self.graph.edges([n.id for n in nodes])
         return Retrieval(question, method, nodes, time.perf_counter() - start, found.considered, triples,
-                         label=self.graph.label)
+                         label=self.graph.label, id_property=self.graph.schema.id)
 
     def _describe(self, ranked: list[tuple[int, float]], seeds: set[int]) -> list[RetrievedNode]:
         if not ranked:

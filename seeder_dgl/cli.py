@@ -144,12 +144,20 @@ def _write_json(path, payload) -> None:
 # ---- ingest -----------------------------------------------------------------------------------
 def _check_questions(path, kg, name: str) -> None:
     """Read the question file against the graph just loaded: bad rows fail before minutes of encoding."""
-    from loaders.questions import NodeResolver, load_question_table
+    from loaders.questions import NodeResolver
+
+    _report_questions(path, name, lambda: NodeResolver.from_nodes(range(kg.num_nodes), kg.node_names, kg.node_keys))
+
+
+def _report_questions(path, name: str, resolver: Callable | None = None) -> None:
+    """Match the question file to the graph (``resolver()``; default: the dataset's nodes as Neo4j
+    holds them) and print how many questions there are and how many match nothing."""
+    from loaders.questions import load_question_table
+    from seeder_dgl.datasets import node_resolver
 
     if path.suffix.lower() == ".txt":
         return  # MetaQA-format questions are matched when they are used
-    keys = kg.node_keys
-    qa = load_question_table(path, NodeResolver.from_nodes(range(kg.num_nodes), kg.node_names, keys), name)
+    qa = load_question_table(path, resolver() if resolver else node_resolver(name), name)
     unmatched = sum(1 for q in qa.queries.values() if not q.answers)
     line = (f"Questions {path.name}: {len(qa.queries):,} ({len(qa.splits['train']):,} train / "
             f"{len(qa.splits['val']):,} val / {len(qa.splits['test']):,} test)")
@@ -270,8 +278,8 @@ def ingest(
 
 def _write_dataset(driver, stored_as: str, kg, given, manifest: dict | None, previous: dict | None,
                    load_seconds: float, *, model: str | None, embeddings: str | None = None, batch_size: int = 256,
-                   reset: bool = False, quantization: bool = False, ef_construction: int = 100, fmt: str = "files",
-                   namespace: bool = False) -> None:
+                   reset: bool = False, quantization: bool = False, ef_construction: int = 100,
+                   fmt: str = "files") -> None:
     """Encode (or take) the node embeddings, write the graph, its record and manifest, print the summary."""
     import time
 
@@ -297,7 +305,7 @@ def _write_dataset(driver, stored_as: str, kg, given, manifest: dict | None, pre
         raise SeederError(f"the precomputed embeddings are {node_emb.shape[1]}-d but {model_label(model)} gives "
                           f"{rel_emb.shape[1]}-d vectors: pass the --model that made them")
     encode_seconds = time.perf_counter() - t0
-    summary = GraphWriter(driver, stored_as, namespace=namespace).ingest(
+    summary = GraphWriter(driver, stored_as).ingest(
         kg, node_emb, rel_emb, model_label(model), reset=reset, quantization=quantization,
         ef_construction=ef_construction)
     if manifest is not None:
@@ -364,84 +372,83 @@ def status():
 @one_line_errors
 def adopt(
     dataset: str = typer.Argument(..., help="The name to give the adopted graph in seeder-dgl."),
-    label: str = typer.Option(..., help="Label of the graph's nodes in Neo4j (e.g. Movie, or Entity)."),
-    id_property: str = typer.Option(..., help="Property holding each node's unique id."),
-    name_property: str = typer.Option(..., help="Property holding each node's name (what questions mention)."),
+    label: str = typer.Option(None, help="Label of the graph's nodes in Neo4j (e.g. Movie, or Entity); needed the "
+                                         "first time \\[default: the one adopted before]."),
+    id_property: str = typer.Option(None, help="Property holding each node's unique id; needed the first time."),
+    name_property: str = typer.Option(None, help="Property holding each node's name (what questions mention); "
+                                                 "needed the first time."),
     text_property: str = typer.Option(None, help="Property holding the text to embed \\[default: the name]."),
     embedding_property: str = typer.Option(None, help="Property holding an embedding made by --model; nodes "
-                                                      "without one are encoded."),
+                                                      "without a usable one are encoded."),
     type_property: str = typer.Option(None, help="Property holding the node type \\[default: the node's other "
                                                  "labels, else entity]."),
-    relationship_types: str = typer.Option(None, help="Comma list of relationship types between those nodes "
-                                                      "\\[default: all]."),
+    relationship_types: str = typer.Option(None, help="Comma list of relationship types between those nodes that "
+                                                      "retrieval follows \\[default: all]."),
     questions: str = typer.Option(None, help="Question file (CSV or JSON lines: question, answers as names or "
                                              "ids, optional split and topic)."),
-    model: str = typer.Option(None, help="sentence-transformers model for the embeddings \\[default: all-MiniLM-L6-v2]."),
-    reset: bool = typer.Option(False, help="Replace an earlier adoption (after the graph changed)."),
+    model: str = typer.Option(None, help="sentence-transformers model for the embeddings \\[default: the one "
+                                         "adopted with, else all-MiniLM-L6-v2]."),
+    reset: bool = typer.Option(False, help="Take everything seeder-dgl added off the nodes first and adopt anew "
+                                           "(other options, another model; or a copy an older version made)."),
     batch_size: int = typer.Option(256, min=1, help="Texts per encoder batch."),
 ):
-    """Use a graph that already lives in Neo4j: read its nodes and relationships (never changing
-    them) and store seeder-dgl's own copy beside them, with embeddings and indexes.
+    """Use a graph that already lives in Neo4j [bold]in place[/]: retrieval reads your nodes and
+    relationships as they are now, and never changes or deletes them.
 
-    The copy's nodes carry the label KG_<dataset>, its type labels and relationship types the same
-    prefix, so your labels and types still match only your own data; `seeder-dgl drop <dataset>`
-    removes the copy and nothing else. Run `adopt --reset` again after your graph changed.
+    On each node with --label, seeder-dgl adds only its own label KG_<dataset> and properties
+    named KG_<dataset>_id, _embedding, _sketch, _sketch_error, _type and _digest (so none clashes
+    with yours), plus an id constraint, a vector index and a full-text index (on your name
+    property) for that label. Names and texts are read from your properties. Relationships you
+    add between adopted nodes are followed by the next query. Run `adopt <dataset>` again after
+    adding nodes (they get embedded), changing texts (re-embedded) or taking the label off nodes
+    (released). `seeder-dgl drop <dataset>` removes exactly what seeder-dgl added; your data stays.
     Then extract, train, eval and query work as for any dataset.
     """
-    import time
-
-    from loaders.files import graph_from_rows
-    from loaders.kg import is_identifier
-    from seeder_dgl.datasets import read_manifest
+    from seeder_dgl.datasets import model_label, read_manifest, resolve_model, write_manifest
+    from seeder_dgl.embeddings import TextEncoder
     from seeder_dgl.errors import check_dataset_name
+    from seeder_dgl.graphstore.adopt import AdoptSource, InPlaceAdopter
     from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore.cypher import query
 
     check_dataset_name(dataset)
     types = [t.strip() for t in relationship_types.split(",") if t.strip()] if relationship_types else None
-    for what, value in [("--label", label)] + [("--relationship-types", t) for t in types or []]:
-        if not is_identifier(value):
-            raise SeederError(f"{what} {value!r} is not a plain Neo4j name (letters, digits, '_'; a letter first)")
-    props = {"id": id_property, "name": name_property, "text": text_property, "embedding": embedding_property,
-             "type": type_property}
+    given = {"label": label, "id_property": id_property, "name_property": name_property,
+             "text_property": text_property, "embedding_property": embedding_property,
+             "type_property": type_property, "relationship_types": tuple(types) if types else None}
+    # Names are checked before connecting: a bad one fails at once, in one line.
+    source = AdoptSource(**given) if label is not None and id_property and name_property else None
     with open_driver() as driver:
-        t0 = time.perf_counter()
-        counts = driver.execute_query(query("adopt/count", label=label), **props).records[0]
-        if counts["nodes"] == 0:
-            raise SeederError(f"no node in Neo4j has the label {label!r}: check --label (labels are case-sensitive)")
-        if counts["with_id"] < counts["nodes"]:
-            raise SeederError(f"{counts['nodes'] - counts['with_id']:,} of {counts['nodes']:,} :{label} nodes have no "
-                              f"property {id_property!r}: --id-property must name a property every node has")
-        for option, key in (("--name-property", "name"), ("--text-property", "text"),
-                            ("--embedding-property", "embedding"), ("--type-property", "type")):
-            if props[key] is not None and counts[f"with_{key}"] == 0:
-                raise SeederError(f"no :{label} node has the property {props[key]!r} ({option})")
-        with console.status(f"Reading :{label} nodes and their relationships from Neo4j..."):
-            node_rows = []
-            for r in driver.execute_query(query("adopt/nodes", label=label), label=label, **props).records:
-                row = {"id": r["id"], "name": r["name"], "text": r["text"],
-                       "type": r["type"] if type_property else (sorted(r["labels"])[0] if r["labels"] else None)}
-                if r["embedding"] is not None:
-                    row["embedding"] = r["embedding"]
-                node_rows.append(row)
-            edge_rows = [dict(r) for r in driver.execute_query(query("adopt/relationships", label=label),
-                                                               id=id_property, types=types).records]
-        loaded = graph_from_rows(node_rows, edge_rows, dataset, f"Neo4j :{label} nodes",
-                                 f"relationships between :{label} nodes")
-        for note in loaded.notes:
-            console.print(f"note: {note}")
-        kg = loaded.kg
-        if questions:
-            _check_questions(Path(questions).expanduser(), kg, dataset)
-        load_seconds = time.perf_counter() - t0
-        console.print(f"Read :{label}: {kg.num_nodes:,} nodes, {kg.num_edges:,} relationships, "
-                      f"{len(kg.relation_names)} relationship types, {len(kg.node_type_names)} node types "
-                      f"({load_seconds:.1f} s)")
-        manifest = {"name": dataset, "format": "neo4j", "adopted": {"label": label, **props,
-                                                                    "relationship_types": types},
-                    "questions": str(Path(questions).expanduser().resolve()) if questions else None}
-        _write_dataset(driver, dataset, kg, loaded.embeddings, manifest, read_manifest(dataset), load_seconds,
-                       model=model, batch_size=batch_size, reset=reset, fmt="neo4j", namespace=True)
+        adopter = InPlaceAdopter(driver, dataset)
+        stored = adopter.stored_source()
+        if source is None and stored is not None:  # adopting again: the options it had, unless given
+            source = AdoptSource(**{k: v if v is not None else getattr(stored, k) for k, v in given.items()})
+        elif source is None:
+            raise SeederError(f"{dataset} is not adopted in place yet: give --label, --id-property and "
+                              "--name-property")
+        record = adopter.writer.record()
+        # The model it was embedded with, unless another is asked for (--reset: any model).
+        chosen = model if model is not None or stored is None else (record or {}).get("model")
+        encoder = TextEncoder(resolve_model(chosen))
+        summary = adopter.adopt(
+            source, lambda texts: encoder.encode(texts, batch_size=batch_size, show_progress=False),
+            encoder.encode_relations, model_label(chosen), encoder.dimension, reset=reset,
+            progress=lambda line: console.print(line, highlight=False))
+    previous = read_manifest(dataset) or {}
+    question_file = str(Path(questions).expanduser().resolve()) if questions else previous.get("questions")
+    manifest = {"name": dataset, "format": "neo4j", "in_place": True,
+                "adopted": {"label": source.label, **source.properties(),
+                            "relationship_types": list(source.relationship_types or []) or None},
+                "questions": question_file}
+    if previous.get("retrieval") and not summary.created:
+        manifest["retrieval"] = previous["retrieval"]
+    write_manifest(dataset, manifest)
+    verb = "adopted" if summary.created else "brought up to date"
+    console.print(f"{dataset} {verb} in place: {summary.nodes:,} :{source.label} nodes carry {summary.label} "
+                  f"({summary.added:,} new, {summary.reembedded:,} embedded again, {summary.released:,} released), "
+                  f"{summary.relationships:,} relationships of {summary.relation_types} types are followed where "
+                  f"they are; {summary.seconds:.1f} s", highlight=False)
+    if question_file:
+        _report_questions(Path(question_file), dataset)
 
 
 @app.command()
@@ -453,7 +460,9 @@ def drop(
     """Remove a dataset: exactly what seeder-dgl wrote for it in Neo4j (nodes, relationships, indexes,
     id constraint, record) and its cache folder (exports, subgraphs). Trained runs are kept.
 
-    Other datasets are never touched; a drop cut off half way finishes when run again.
+    A graph adopted in place keeps its nodes and relationships: only seeder-dgl's label
+    KG_<dataset> and its KG_<dataset>_* properties come off them, and its indexes, constraint and
+    record go. Other datasets are never touched; a drop cut off half way finishes when run again.
     """
     import shutil
 
@@ -469,13 +478,20 @@ def drop(
         record = writer.record()
         if record is None and not folder.exists():
             raise SeederError(f"there is no dataset {dataset!r} in Neo4j or in {folder.parent}: nothing to drop")
-        if not yes and not typer.confirm(f"Delete dataset {dataset!r} ({(record or {}).get('num_nodes', 0):,} nodes) "
-                                         f"from Neo4j and {folder}?"):
+        in_place = record is not None and writer.schema.in_place
+        nodes = f"{(record or {}).get('num_nodes', 0):,} nodes"
+        what = (f"seeder-dgl's label and properties from {nodes} of your graph (they stay)" if in_place
+                else f"dataset {dataset!r} ({nodes})")
+        if not yes and not typer.confirm(f"Remove {what} from Neo4j, and {folder}?"):
             raise typer.Exit(1)
-        deleted = writer.drop() if record is not None else 0
+        done = writer.drop() if record is not None else 0
     if folder.exists():
         shutil.rmtree(folder)
-    console.print(f"dropped {dataset}: {deleted:,} nodes deleted from Neo4j, {folder} removed")
+    if in_place:
+        console.print(f"dropped {dataset}: seeder-dgl's label and properties taken off {done:,} nodes, which stay "
+                      f"with their relationships; {folder} removed")
+    else:
+        console.print(f"dropped {dataset}: {done:,} nodes deleted from Neo4j, {folder} removed")
 
 
 # ---- extract ----------------------------------------------------------------------------------

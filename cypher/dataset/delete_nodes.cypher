@@ -2,4 +2,4 @@
 // nodes. DETACH: a relationship added from outside the dataset must not block the reset.
 MATCH (n:{{dataset}})
 CALL { WITH n DETACH DELETE n } IN TRANSACTIONS OF $batch ROWS
-RETURN count(*) AS deleted
+RETURN count(*) AS done

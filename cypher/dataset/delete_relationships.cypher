@@ -3,4 +3,4 @@
 // transaction memory. Runs as an auto-commit query (CALL ... IN TRANSACTIONS needs one).
 MATCH (:{{dataset}})-[r]->()
 CALL { WITH r DELETE r } IN TRANSACTIONS OF $batch ROWS
-RETURN count(*) AS deleted
+RETURN count(*) AS done

@@ -4,6 +4,7 @@
 // the in-memory reference's, in float64 (seeder_dgl/retrieval/memory.py); retrieval/khop_hop.cypher
 // and retrieval/induced_edges.cypher are the same, one query per hop, for servers without it.
 // $relation_similarity: one map per hop of sim(q, r) per relationship type (a type not in it counts 0).
-CALL seeder.khop($label, $embedding, $seeds, $budgets, $relation_similarity, $with_edges)
+// $config: the dataset's property names and the relationship types it traverses (graphstore/schema.py).
+CALL seeder.khop($label, $embedding, $seeds, $budgets, $relation_similarity, $with_edges, $config)
 YIELD ids, hops, similarities, scores, sources, targets, relations
 RETURN ids, hops, similarities, scores, sources, targets, relations

@@ -4,11 +4,11 @@
 // (Prime scale: 36 ms against 13 ms). Internal ids never leave this statement, so their reuse
 // after deletions (the reason id() is deprecated) cannot matter here.
 // One row of parallel lists: the driver handles one record of lists several times faster than
-// one record per relationship, and this runs on every query.
+// one record per relationship, and this runs on every query. $types: only those types (null: all).
 UNWIND $ids AS id
-MATCH (n:{{dataset}} {id: id})
+MATCH (n:{{dataset}} {{{id}}: id})
 WITH collect(n) AS nodes, collect(id(n)) AS members
 UNWIND nodes AS a
 MATCH (a)-[r]->(b)
-WHERE id(b) IN members
-RETURN collect(a.id) AS sources, collect(b.id) AS targets, collect(type(r)) AS relations
+WHERE id(b) IN members AND ($types IS NULL OR type(r) IN $types)
+RETURN collect(a.{{id}}) AS sources, collect(b.{{id}}) AS targets, collect(type(r)) AS relations

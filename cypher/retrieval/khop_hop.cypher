@@ -12,9 +12,10 @@
 // side (Community runs a query on one core) and keeps the best of their union. Every partition
 // walks all frontier relationships, the cheap part; the scoring after that is split evenly even
 // when one frontier node is a hub. The internal id is in the relationship record: no read.
+// $types: the relationship types the dataset traverses (null: all; a constant test when null).
 UNWIND $frontier AS f
-MATCH (v:{{dataset}} {id: f.id})-[r]-(u:{{dataset}})
-WHERE id(u) % $partitions = $partition
+MATCH (v:{{dataset}} {{{id}}: f.id})-[r]-(u:{{dataset}})
+WHERE id(u) % $partitions = $partition AND ($types IS NULL OR type(r) IN $types)
 WITH u, max(f.similarity + coalesce($relation_similarity[type(r)], 0.0)) / 3.0 AS via
 // Pass 1: bounds on every score from int8 sketches (seeder_dgl/graphstore/sketch.py) of both
 // the node and the query: |sim(q,u) - cos(query sketch, node sketch)| <= sketch_error +
@@ -22,8 +23,8 @@ WITH u, max(f.similarity + coalesce($relation_similarity[type(r)], 0.0)) / 3.0 A
 // value on every row (measured: 6.6 against 3.8 us a node). vector.similarity.cosine returns
 // (1 + cos) / 2. A node without a sketch gets the widest bounds.
 WITH u, via,
-     coalesce(2.0 * vector.similarity.cosine(u.sketch, $query_sketch) - 1.0, 0.0) AS approx,
-     coalesce(u.sketch_error, 2.0) + $query_sketch_error AS error
+     coalesce(2.0 * vector.similarity.cosine(u.{{sketch}}, $query_sketch) - 1.0, 0.0) AS approx,
+     coalesce(u.{{sketch_error}}, 2.0) + $query_sketch_error AS error
 WITH u, via, via + (approx - error) / 3.0 AS low, via + (approx + error) / 3.0 AS high
 // A full sort, not a bounded Top (ORDER BY low DESC LIMIT $limit) in a CALL subquery: that was
 // 9% faster on a Prime-scale hop, but each row the Top keeps also holds the lists of all
@@ -45,7 +46,7 @@ UNWIND survivors AS c
 // store them so), hence cos = 1 - d^2 / 2 = 1.5 - 0.5 / euclidean; it agrees with
 // vector.similarity.cosine to ~1e-6 and costs a third of it.
 WITH c.node AS u, c.via AS via
-WITH u.id AS id, via, 1.5 - 0.5 / vector.similarity.euclidean(u.embedding, $embedding) AS similarity
+WITH u.{{id}} AS id, via, 1.5 - 0.5 / vector.similarity.euclidean(u.{{embedding}}, $embedding) AS similarity
 WITH id, similarity, similarity / 3.0 + via AS score
 ORDER BY score DESC, id ASC
 LIMIT $limit

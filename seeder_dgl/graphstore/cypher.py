@@ -33,8 +33,12 @@ def slots(name: str) -> set[str]:
     return set(_SLOT.findall(_read(name)))
 
 
-def query(name: str, **identifiers: str) -> str:
-    """The statement ``cypher/<name>.cypher`` with its identifier slots filled and validated."""
+def query(name: str, /, **identifiers: str) -> str:
+    """The statement ``cypher/<name>.cypher`` with its identifier slots filled and validated.
+
+    Values for slots the statement does not have are ignored, so a dataset's whole
+    ``StoreSchema.identifiers()`` can be passed to any statement (positional-only ``name``: a
+    statement may have a ``{{name}}`` slot)."""
     text = _read(name)
     needed = set(_SLOT.findall(text))
     missing = needed - identifiers.keys()

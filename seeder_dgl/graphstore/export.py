@@ -19,6 +19,7 @@ from rich.progress import Progress
 from seeder_dgl.fileio import atomic_write_bytes
 from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.graphstore.schema import StoreSchema
 
 ID_RANGE = 20_000
 
@@ -47,10 +48,10 @@ def _version(graph: LiveGraph, driver: Driver, database: str | None) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
-def id_ranges(driver: Driver, label: str, database: str | None = None) -> tuple[int, list[tuple[int, int]]]:
+def id_ranges(driver: Driver, schema: StoreSchema, database: str | None = None) -> tuple[int, list[tuple[int, int]]]:
     """1 + the largest node id of a dataset, and the [lo, hi) id ranges of ``ID_RANGE`` that cover it:
     statements read a dataset page by page with a range seek on the id index."""
-    top = driver.execute_query(query("export/max_id", dataset=label), database_=database).records[0]
+    top = driver.execute_query(query("export/max_id", **schema.identifiers()), database_=database).records[0]
     n = int(top["max_id"]) + 1 if top["max_id"] is not None else 0
     return n, [(lo, min(lo + ID_RANGE, n)) for lo in range(0, n, ID_RANGE)]
 
@@ -59,14 +60,17 @@ def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, da
                  progress: bool = True) -> GraphExport:
     graph = LiveGraph(driver, dataset, database)
     version = _version(graph, driver, database)
-    path = Path(cache_dir) / f"export-{version}.npz" if cache_dir else None
+    # A graph adopted in place changes whenever its owner changes it, with no record to tell: its
+    # export is read afresh every time, never from a cache that could be stale.
+    cached = cache_dir is not None and not graph.schema.in_place
+    path = Path(cache_dir) / f"export-{version}.npz" if cached else None
     if path is not None and path.exists():
         with np.load(path, allow_pickle=False) as z:
             # .tolist(): plain str, not numpy.str_ (checkpoints are loaded with weights_only=True)
             return GraphExport(int(z["num_nodes"]), z["node_emb"], z["node_type"], z["node_type_names"].tolist(),
                                z["src"], z["dst"], z["rel"], z["relation_types"].tolist(), z["relation_emb"])
-    label = graph.label
-    n, ranges = id_ranges(driver, label, database)
+    schema = graph.schema
+    n, ranges = id_ranges(driver, schema, database)
     emb = np.zeros((n, graph.info.dimension), dtype=np.float32)
     node_type = np.full(n, -1, dtype=np.int64)
     type_index: dict[str, int] = {}
@@ -75,14 +79,14 @@ def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, da
     with Progress(disable=not progress) as bars:
         task = bars.add_task(f"export {dataset}", total=max(n, 1))
         for lo, hi in ranges:
-            nodes = driver.execute_query(query("export/nodes", dataset=label), lo=lo, hi=hi,
+            nodes = driver.execute_query(query("export/nodes", **schema.identifiers()), lo=lo, hi=hi,
                                          database_=database).records[0]
             if nodes["ids"]:
                 ids = np.asarray(nodes["ids"], dtype=np.int64)
                 emb[ids] = np.asarray(nodes["embeddings"], dtype=np.float32)
                 node_type[ids] = [type_index.setdefault(t, len(type_index)) for t in nodes["types"]]
-            rels = driver.execute_query(query("export/relationships", dataset=label), lo=lo, hi=hi,
-                                        database_=database).records[0]
+            rels = driver.execute_query(query("export/relationships", **schema.identifiers()), lo=lo, hi=hi,
+                                        types=schema.types, database_=database).records[0]
             src.append(np.asarray(rels["sources"], dtype=np.int64))
             dst.append(np.asarray(rels["targets"], dtype=np.int64))
             rel.append(np.asarray([rel_index.get(t, -1) for t in rels["relations"]], dtype=np.int64))
@@ -107,8 +111,8 @@ def export_names(driver: Driver, dataset: str, database: str | None = None) -> t
     ids: list[int] = []
     names: list[str] = []
     keys: list[str] = []
-    for lo, hi in id_ranges(driver, graph.label, database)[1]:
-        page = driver.execute_query(query("export/names", dataset=graph.label), lo=lo, hi=hi,
+    for lo, hi in id_ranges(driver, graph.schema, database)[1]:
+        page = driver.execute_query(query("export/names", **graph.schema.identifiers()), lo=lo, hi=hi,
                                     database_=database).records[0]
         ids += page["ids"]
         names += [str(x) if x is not None else "" for x in page["names"]]

@@ -18,8 +18,9 @@ from neo4j.exceptions import DriverError, Neo4jError
 
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
-from seeder_dgl.graphstore.cypher import query, quiet, slots
+from seeder_dgl.graphstore.cypher import query, quiet
 from seeder_dgl.graphstore.procedures import khop_engine, khop_setting
+from seeder_dgl.graphstore.schema import StoreSchema
 from seeder_dgl.graphstore.sketch import query_sketch
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -42,6 +43,13 @@ class DatasetInfo:
     status: str
     relation_prior: str | None = None
     """The learned relation prior stored in the record (JSON; ``retrieval.relation_prior``), or None."""
+    schema: StoreSchema | None = None
+    """Property names and relationship types of the dataset (``graphstore.schema``); None: the
+    ingested layout under ``label``."""
+
+    def __post_init__(self):
+        if self.schema is None:
+            self.schema = StoreSchema.ingested(self.label)
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -95,6 +103,7 @@ class LiveGraph:
     def _set_info(self, info: DatasetInfo) -> None:
         self.info = info
         self.label = info.label
+        self.schema = info.schema
         self.index = f"{self.label}_embedding"
         self._relation_id = {t: i for i, t in enumerate(info.relation_types)}
         self._relation_unit = _unit(info.relation_embeddings.astype(np.float64))
@@ -118,7 +127,7 @@ class LiveGraph:
         ``driver.execute_query`` opens a managed transaction (BEGIN, RUN, COMMIT) with bookmark
         bookkeeping, about 1.4 ms more per statement here than one auto-commit RUN.
         """
-        text = query(statement, **({"dataset": self.label} if "dataset" in slots(statement) else {}))
+        text = query(statement, **self.schema.identifiers())
         try:
             with self.driver.session(database=self.database, default_access_mode=READ_ACCESS,
                                      **ID_FUNCTION_SESSION) as session:
@@ -147,14 +156,15 @@ class LiveGraph:
         rel = np.asarray(m.get("relation_embeddings") or [], dtype=np.float32).reshape(-1, dim)
         return DatasetInfo(dataset, m["label"], dim, m["model"], list(m["relation_names"]),
                            list(m["relation_types"]), rel, int(m["num_nodes"]), int(m["num_relationships"]),
-                           m.get("status", "unknown"), m.get("relation_prior"))
+                           m.get("status", "unknown"), m.get("relation_prior"), StoreSchema.from_record(m))
 
     # ---- readiness --------------------------------------------------------------------------
     def check_ready(self) -> None:
         """One-line error unless the ingest finished and the vector index is ONLINE."""
         if self.info.status != "complete":
-            raise LiveGraphError(f"dataset {self.info.name!r} is only partly ingested: run "
-                                 f"`seeder-dgl ingest {self.info.name}` again to finish it")
+            command = "adopt" if self.schema.in_place else "ingest"
+            raise LiveGraphError(f"dataset {self.info.name!r} is only partly {command}ed: run "
+                                 f"`seeder-dgl {command} {self.info.name}` again to finish it")
         rows = self._run("schema/index_state", "reading the vector index state", name=self.index)
         if not rows:
             raise LiveGraphError(f"vector index {self.index} is missing: run `seeder-dgl ingest {self.info.name}`")
@@ -181,7 +191,8 @@ class LiveGraph:
             return []
         vec = self.query_vector(embedding)
         if exact and self.khop_engine == "procedure":
-            rows = self._run("procedure/exact_seeds", "exact dense seeding", label=self.label, k=int(k), embedding=vec)
+            rows = self._run("procedure/exact_seeds", "exact dense seeding", label=self.label, k=int(k), embedding=vec,
+                             config=self.schema.procedure_config())
         elif exact:
             rows = self._run("seeding/exact", "exact dense seeding", k=int(k), embedding=vec)
         else:
@@ -230,7 +241,8 @@ class LiveGraph:
         nodes (``sources``, ``targets``, ``relations``), from one call of seeder.khop."""
         added = self._lists("procedure/khop", "K-hop expansion", label=self.label, embedding=vec,
                             seeds=[{"id": s, "similarity": sim} for s, sim in seeds], budgets=budgets,
-                            relation_similarity=rel_sim, with_edges=with_edges)
+                            relation_similarity=rel_sim, with_edges=with_edges,
+                            config=self.schema.procedure_config())
         rows = [(int(i), int(h), float(score)) for i, h, score in zip(added["ids"], added["hops"], added["scores"])]
         return rows, added
 
@@ -264,6 +276,7 @@ class LiveGraph:
         Partitions score disjoint sets of neighbours, each with all its frontier edges.
         """
         params["limit"] = limit + len(selected)
+        params["types"] = self.schema.types
         if partitions == 1:
             parts = [self._lists("retrieval/khop_hop", what, partitions=1, partition=0, **params)]
         else:
@@ -281,7 +294,7 @@ class LiveGraph:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
         return self._local_edges(node_ids, self._lists("retrieval/induced_edges", "reading the subgraph's relationships",
-                                                       ids=[int(i) for i in node_ids]))
+                                                       ids=[int(i) for i in node_ids], types=self.schema.types))
 
     def _local_edges(self, node_ids: np.ndarray, edges: dict[str, list]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``edges`` (lists of source ids, target ids and relation types, each stored relationship
@@ -316,7 +329,8 @@ class LiveGraph:
         the wire as a float64 and becomes a Python float in the driver, the most of this query's time."""
         what, dim = "reading node features", self.info.dimension
         if self.khop_engine == "procedure":
-            found, rows = self._per_node("procedure/node_features", what, node_ids, label=self.label)
+            found, rows = self._per_node("procedure/node_features", what, node_ids, label=self.label,
+                                         config=self.schema.procedure_config())
             emb = np.frombuffer(found["embeddings"], dtype="<f4").reshape(-1, dim)[rows].astype(np.float32, copy=False)
         else:
             found, rows = self._per_node("retrieval/node_features", what, node_ids)
@@ -339,7 +353,7 @@ class LiveGraph:
         ids = [int(i) for i in node_ids]
         if not ids:
             return []
-        t = self._lists("retrieval/triples", "reading the retrieved triples", ids=ids)
+        t = self._lists("retrieval/triples", "reading the retrieved triples", ids=ids, types=self.schema.types)
         order = sorted(range(len(t["sources"])), key=lambda i: (t["sources"][i], t["relations"][i], t["targets"][i]))
         return [(int(t["sources"][i]), t["source_names"][i], t["relations"][i].lower(), int(t["targets"][i]),
                  t["target_names"][i]) for i in order]

@@ -104,6 +104,11 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
            database: str | None = None) -> dict:
     """Write the nodes and edges in one transaction; returns the dataset's new counts."""
     graph = LiveGraph(driver, dataset, database)
+    if graph.schema.in_place:
+        # Its nodes and relationships are the user's: seeder-dgl writes none of them.
+        raise UpsertError(f"{dataset!r} is your own graph adopted in place: change the graph itself in Neo4j "
+                          f"(new relationships are followed at once), then run `seeder-dgl adopt {dataset}` to "
+                          "embed new or changed nodes")
     info, dim = graph.info, graph.info.dimension
 
     need_text = [n for n in nodes if n.embedding is None]

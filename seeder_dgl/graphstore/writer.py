@@ -11,6 +11,10 @@ Layout in Neo4j, per dataset ``name``:
 - one ``(:SeederDataset {name})`` record: counts, model, dimension, relation names and their
   embeddings (for sim(q, r)), and the resume counters.
 
+A graph adopted in place (``graphstore.adopt``) has a record too, with its ``store_schema``
+(``graphstore.schema``): its nodes are the user's, so ``reset`` and ``drop`` take off only what
+seeder-dgl added to them and delete nothing.
+
 Each batch commits in one transaction together with its resume counter, so a killed ingest
 restarts exactly after the last committed batch; a finished one is left as it is.
 """
@@ -25,10 +29,11 @@ from neo4j import Driver, ManagedTransaction
 from neo4j.exceptions import DriverError, Neo4jError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from loaders.kg import KnowledgeGraph, is_identifier, to_identifier, unique_identifiers
+from loaders.kg import KnowledgeGraph, is_identifier, to_identifier
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet
+from seeder_dgl.graphstore.schema import StoreSchema
 from seeder_dgl.graphstore.sketch import sketch_properties
 
 NODE_BATCH = 5_000
@@ -147,31 +152,30 @@ class GraphWriter:
     """Writes one dataset; see the module docstring for the layout."""
 
     def __init__(self, driver: Driver, dataset: str, database: str | None = None,
-                 node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH,
-                 namespace: bool = False):
-        """``namespace``: type labels and relationship types carry the dataset label as a prefix
-        (``KG_x_Movie``, ``KG_x_ACTED_IN``), for a copy of a graph that lives in the same database
-        (``adopt``): the user's own labels and types then match only the user's own data."""
-        self.namespace = namespace
+                 node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH):
         self.driver = driver
         self.dataset = dataset
         self.database = database
-        self.label = self._owned_label()
+        existing = self.record()
+        self.label = self._owned_label(existing)
+        self.schema = StoreSchema.from_record(existing) if existing else StoreSchema.ingested(self.label)
+        """What the dataset's nodes hold under which names (``graphstore.schema``)."""
         self.node_batch = node_batch
         self.relationship_batch = relationship_batch
 
     # ---- small helpers --------------------------------------------------------------------
     def _run(self, statement: str, what: str, identifiers: dict | None = None, **params):
+        """One statement with the dataset's label and property names in its slots (``identifiers``
+        adds or overrides some)."""
+        names = {**self.schema.identifiers(), **(identifiers or {})} if hasattr(self, "schema") else identifiers or {}
         try:
-            return self.driver.execute_query(query(statement, **(identifiers or {})), database_=self.database,
-                                             **quiet(params))
+            return self.driver.execute_query(query(statement, **names), database_=self.database, **quiet(params))
         except (Neo4jError, DriverError, OSError) as exc:
             raise IngestError(describe_neo4j_error(exc, what)) from exc
 
-    def _owned_label(self) -> str:
+    def _owned_label(self, existing: dict | None) -> str:
         """The record's label when the dataset exists (older ingests keep theirs), else a new one
         that no other dataset's record owns."""
-        existing = self.record()
         if existing is not None and existing.get("label"):
             return str(existing["label"])
         label = dataset_label(self.dataset)
@@ -184,37 +188,49 @@ class GraphWriter:
         records = self._run("dataset/get", "reading the dataset record", name=self.dataset).records
         return dict(records[0]["meta"]) if records else None
 
-    def reset(self, progress: bool = False, forget: bool = True) -> int:
-        """Delete the dataset's relationships, nodes and indexes, committed every ``relationship_batch``
-        deletions so the server's transaction memory stays flat; then its record (``forget``).
-        Returns the number of nodes deleted.
+    def reset(self, progress: bool = False, forget: bool = True, drop_constraint: bool = False) -> int:
+        """Remove what seeder-dgl wrote for the dataset, then its record (``forget``). Returns the
+        number of nodes deleted (ingested) or released (adopted in place).
+
+        Ingested: its relationships and nodes are deleted. Adopted in place: the nodes are the
+        user's, so only seeder-dgl's label and properties come off them (``adopt/release``); no
+        user property, label, node or relationship is touched. Either way the work commits every
+        ``relationship_batch`` nodes or relationships, so the server's transaction memory stays
+        flat, and the indexes go too. The id constraint goes with ``drop_constraint``, and always
+        for an in-place dataset: what comes after a reset may keep its ids in another property
+        (an adoption in place after a copy, or the reverse), and ``IF NOT EXISTS`` would then keep
+        the old constraint instead of creating the right one.
 
         The record is marked 'deleting' first and removed last: a reset cut off half way leaves a
-        record that owns the label and says so, and the next ingest (or drop) finishes the reset.
+        record that owns the label and says so, and the next ingest, adopt or drop finishes it.
         """
         self._run("dataset/mark_deleting", "marking the dataset record", name=self.dataset)
-        deleted = {}
-        for statement in ("dataset/delete_relationships", "dataset/delete_nodes"):
-            text = query(statement, dataset=self.label)
+        # Indexes first: taking properties off nodes that an index covers costs an index update each.
+        for statement in ("schema/drop_vector_index", "schema/drop_fulltext_index"):
+            self._run(statement, "dropping the dataset's indexes")
+        statements = (("adopt/release",) if self.schema.in_place else
+                      ("dataset/delete_relationships", "dataset/delete_nodes"))
+        done = {}
+        for statement in statements:
+            text = query(statement, **self.schema.identifiers())
             try:
                 with self.driver.session(database=self.database) as session:
-                    deleted[statement] = session.run(text, batch=self.relationship_batch).single()["deleted"]
+                    # keep=None: adopt/release takes seeder-dgl's label and properties off every node
+                    done[statement] = session.run(text, batch=self.relationship_batch, keep=None).single()["done"]
             except (Neo4jError, DriverError, OSError) as exc:
-                raise IngestError(describe_neo4j_error(exc, "deleting the old dataset") +
+                raise IngestError(describe_neo4j_error(exc, "removing the old dataset") +
                                   "; run the same command again to finish it") from exc
-        for statement in ("schema/drop_vector_index", "schema/drop_fulltext_index"):
-            self._run(statement, "dropping the dataset's indexes", {"dataset": self.label})
+        if drop_constraint or self.schema.in_place:
+            self._run("schema/drop_id_constraint", "dropping the id constraint")
         if forget:
             self._run("dataset/delete_record", "deleting the dataset record", name=self.dataset)
-        return deleted["dataset/delete_nodes"]
+        return done[statements[-1]]
 
     def drop(self) -> int:
-        """Remove everything seeder-dgl wrote for this dataset: nodes, relationships, indexes, the id
-        constraint and the record. Returns the number of nodes deleted."""
-        deleted = self.reset(forget=False)
-        self._run("schema/drop_id_constraint", "dropping the id constraint", {"dataset": self.label})
-        self._run("dataset/delete_record", "deleting the dataset record", name=self.dataset)
-        return deleted
+        """Remove everything seeder-dgl wrote for this dataset: its nodes and relationships (ingested)
+        or its label and properties on the user's nodes (adopted in place), indexes, the id
+        constraint and the record. Returns the number of nodes deleted or released."""
+        return self.reset(drop_constraint=True)
 
     # ---- the ingest -------------------------------------------------------------------------
     def ingest(self, kg: KnowledgeGraph, node_emb: np.ndarray, rel_emb: np.ndarray, model: str,
@@ -237,14 +253,15 @@ class GraphWriter:
         duplicates = kg.num_edges - int(keep.shape[0])
         digest = fingerprint(kg, node_emb, model)
         labels, rel_types = kg.node_labels(), kg.relation_types()
-        if self.namespace:
-            labels = unique_identifiers([f"{self.label}_{t}"[:64] for t in labels])
-            rel_types = unique_identifiers([f"{self.label}_{t}"[:64] for t in rel_types])
 
         existing = self.record()
         if reset or (existing is not None and existing.get("status") == "deleting"):
             self.reset()  # also finishes a reset that was cut off; the record is gone after it
+            self.schema = StoreSchema.ingested(self.label)
             existing = None
+        if self.schema.in_place:
+            raise IngestError(f"dataset {self.dataset!r} is a graph adopted in place: run `seeder-dgl adopt "
+                              f"{self.dataset}` again to take in changes, or ingest with --reset to replace it")
         if existing is not None:
             if existing.get("dimension") not in (None, dim):
                 raise IngestError(
@@ -265,7 +282,7 @@ class GraphWriter:
                                      seconds=time.perf_counter() - start, skipped=True,
                                      extra={"sketched": sketched})
 
-        self._run("schema/node_id_constraint", "creating the id constraint", {"dataset": self.label})
+        self._run("schema/node_id_constraint", "creating the id constraint")
         meta = {
             "label": self.label, "model": model, "dimension": dim, "fingerprint": digest,
             "num_nodes": kg.num_nodes, "num_relationships": int(keep.shape[0]),
@@ -371,13 +388,13 @@ class GraphWriter:
         with _progress(progress) as bars:
             task = bars.add_task(f"sketches of {self.dataset}", total=None, rate="")
             while True:
-                page = self._run("ingest/unsketched", "reading nodes without a sketch", {"dataset": self.label},
+                page = self._run("ingest/unsketched", "reading nodes without a sketch",
                                  limit=self.node_batch).records[0]
                 if not page["ids"]:
                     return done
                 emb = np.asarray(page["embeddings"], dtype=np.float32)
                 rows = [{"id": int(i), **props} for i, props in zip(page["ids"], sketch_properties(emb))]
-                self._run("ingest/sketches", "writing sketches", {"dataset": self.label}, rows=rows)
+                self._run("ingest/sketches", "writing sketches", rows=rows)
                 done += len(rows)
                 bars.update(task, completed=done, rate=f"{done:,} nodes")
 
@@ -402,9 +419,9 @@ class GraphWriter:
     def _create_indexes(self, dim: int, quantization: bool, ef_construction: int = EF_CONSTRUCTION,
                         progress: bool = False) -> None:
         """Create the vector and full-text indexes (if missing) and wait until both are ONLINE."""
-        self._run("schema/vector_index", "creating the vector index", {"dataset": self.label},
+        self._run("schema/vector_index", "creating the vector index",
                   dimensions=dim, quantization=quantization, ef_construction=int(ef_construction))
-        self._run("schema/fulltext_index", "creating the full-text index", {"dataset": self.label})
+        self._run("schema/fulltext_index", "creating the full-text index")
         with _progress(progress) as bars:
             for index in (f"{self.label}_embedding", f"{self.label}_name"):
                 self.wait_for_index(index, bars)

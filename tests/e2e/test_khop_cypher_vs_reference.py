@@ -263,7 +263,7 @@ def test_the_procedures_compute_the_references_float64_numbers(neo4j_driver, dat
             ref = khop_select(arrays, emb, rel_emb, q, ids, [30, 50, 70], seed_scores=sims)
             row = neo4j_driver.execute_query(
                 query("procedure/khop"), label=live.label, embedding=live.query_vector(q), budgets=[30, 50, 70],
-                with_edges=False,
+                with_edges=False, config=live.schema.procedure_config(),
                 seeds=[{"id": int(s), "similarity": float(v)} for s, v in zip(ids, sims)],
                 relation_similarity=[live.relation_similarity(q)] * 3).records[0]
             picked = slice(len(ids), None)

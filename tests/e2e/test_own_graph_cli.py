@@ -1,6 +1,7 @@
 """A graph of the user's own, end to end through the command line against the real Neo4j:
 files in a folder -> ingest -> extract (tunes first) -> train -> eval -> query -> drop, with no
-flags beyond the folder; dataset names that differ only in case stay apart."""
+flags beyond the folder; dataset names that differ only in case stay apart. A graph already in
+Neo4j, adopted in place: tests/e2e/test_adopt_in_place.py."""
 from __future__ import annotations
 
 import json
@@ -137,62 +138,6 @@ def test_bad_input_is_one_line(own_env, neo4j_driver):
         assert result.exit_code == 1, result.output
         assert message in " ".join(result.output.split()) and "Traceback" not in result.output
     assert GraphWriter(neo4j_driver, "x1").record() is None
-
-
-def _user_snapshot(driver, label: str):
-    nodes = driver.execute_query(f"MATCH (n:{label}) RETURN n.uid AS uid, labels(n) AS labels, properties(n) AS p "
-                                 "ORDER BY uid").records
-    rels = driver.execute_query(f"MATCH (a:{label})-[r]->(b:{label}) RETURN a.uid AS a, type(r) AS t, b.uid AS b, "
-                                "properties(r) AS p ORDER BY a, t, b").records
-    by_type = driver.execute_query("MATCH (n:Person) RETURN count(n) AS c").records[0]["c"]
-    return [(r["uid"], sorted(r["labels"]), dict(r["p"])) for r in nodes], [tuple(r.values()) for r in rels], by_type
-
-
-def test_a_graph_already_in_neo4j_is_adopted_without_touching_it(own_env, neo4j_driver, dataset_label):
-    """The user's own labels and properties; after adopt, train and query, their data is unchanged,
-    and drop leaves no trace of seeder-dgl."""
-    graph = company_graph(seed=4, people=30)
-    user = "U" + dataset_label[1:]
-    kinds = {n["name"]: n["type"].capitalize() for n in graph.nodes}
-    for n in graph.nodes:
-        neo4j_driver.execute_query(f"CREATE (n:{user}:{kinds[n['name']]} {{uid: $uid, title: $title, note: 'mine'}})",
-                                   uid=n["id"], title=n["name"])
-    uid = {n["name"]: n["id"] for n in graph.nodes}
-    for h, r, t in graph.triples:
-        rel = r.upper().replace(" ", "_")
-        neo4j_driver.execute_query(f"MATCH (a:{user} {{uid: $a}}), (b:{user} {{uid: $b}}) "
-                                   f"CREATE (a)-[:{rel} {{since: 2020}}]->(b)", a=uid[h], b=uid[t])
-    write_questions(graph, own_env / "q")
-    before = _user_snapshot(neo4j_driver, user)
-    name = dataset_label.lower()
-    try:
-        for args, message in (
-            (["adopt", name, "--label", "Nobody", "--id-property", "uid", "--name-property", "title"],
-             "no node in Neo4j has the label 'Nobody'"),
-            (["adopt", name, "--label", user, "--id-property", "nope", "--name-property", "title"],
-             "have no property 'nope'"),
-            (["adopt", name, "--label", user, "--id-property", "uid", "--name-property", "title",
-              "--text-property", "missing"], "no :" + user + " node has the property 'missing'"),
-        ):
-            result = runner.invoke(app, args)
-            assert result.exit_code == 1 and message in " ".join(result.output.split()), result.output
-        _ok("adopt", name, "--label", user, "--id-property", "uid", "--name-property", "title",
-            "--questions", str(own_env / "q" / "questions.csv"))
-        record = _record(neo4j_driver, name)
-        assert sorted(record["node_type_names"]) == ["City", "Company", "Country", "Industry", "Person"]
-        assert all(t.startswith(f"KG_{name}_") for t in record["relation_types"] + record["node_labels"])
-        _ok("extract", name)
-        _ok("train", name, "--epochs", "3")
-        person = sorted(h for h, r, _ in graph.triples if r == "works at")[0]
-        employer = next(t for h, r, t in graph.triples if h == person and r == "works at")
-        answer = json.loads(_ok("query", name, f"Where does {person} work?", "--format", "json", "--k", "5"))
-        assert employer in [n["name"] for n in answer["nodes"]]
-        assert _user_snapshot(neo4j_driver, user) == before  # the user's graph, untouched
-    finally:
-        runner.invoke(app, ["drop", name, "--yes"])
-    assert _user_snapshot(neo4j_driver, user) == before
-    assert _record(neo4j_driver, name) is None and _count(neo4j_driver, f"KG_{name}") == (0, 0)
-    neo4j_driver.execute_query(f"MATCH (n:{user}) DETACH DELETE n")
 
 
 @pytest.mark.parametrize("layout", ["triples-csv-header", "triples-pipe-txt", "tables-csv", "tables-tsv",

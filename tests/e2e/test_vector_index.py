@@ -4,13 +4,15 @@ from __future__ import annotations
 import numpy as np
 
 from seeder_dgl.graphstore.cypher import query
+from seeder_dgl.graphstore.schema import StoreSchema
 
 
 def test_vector_index_matches_numpy_cosine_order(neo4j_driver, dataset_label):
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(40, 16)).astype(np.float32)
-    neo4j_driver.execute_query(query("schema/node_id_constraint", dataset=dataset_label))
-    neo4j_driver.execute_query(query("schema/vector_index", dataset=dataset_label), dimensions=16, quantization=False,
+    names = StoreSchema.ingested(dataset_label).identifiers()
+    neo4j_driver.execute_query(query("schema/node_id_constraint", **names))
+    neo4j_driver.execute_query(query("schema/vector_index", **names), dimensions=16, quantization=False,
                                ef_construction=100)
     rows = [{"id": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
     neo4j_driver.execute_query(
@@ -25,7 +27,7 @@ def test_vector_index_matches_numpy_cosine_order(neo4j_driver, dataset_label):
 
     for _ in range(5):
         q = rng.normal(size=16).astype(np.float32)
-        records = neo4j_driver.execute_query(query("seeding/dense"), index=index, k=40, candidates=40,
+        records = neo4j_driver.execute_query(query("seeding/dense", **names), index=index, k=40, candidates=40,
                                                embedding=q.tolist()).records
         unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         cosine = unit @ (q / np.linalg.norm(q))

@@ -192,3 +192,35 @@ def test_asking_for_the_procedures_where_there_are_none_says_how_to_install_them
     monkeypatch.setenv("SEEDER_KHOP", "fastest")
     with pytest.raises(SeederError, match="SEEDER_KHOP must be one of auto, procedure, cypher, not 'fastest'"):
         LiveGraph(FakeDriver(), "movies")
+
+
+def test_a_graph_adopted_in_place_is_read_through_its_own_names_on_both_engines(monkeypatch):
+    """The record's store schema decides the property names in every statement and the procedures'
+    config, and its relationship types travel as $types; nothing reads the user's ``id``."""
+    from seeder_dgl.graphstore.schema import StoreSchema
+
+    schema = StoreSchema.in_place_for("KG_films", "title", None, "uid", ["DIRECTED_BY"])
+    meta = {**META, "label": "KG_films", "store_schema": schema.to_record()}
+    empty = {"ids": [], "hops": [], "similarities": [], "scores": [], "sources": [], "targets": [], "relations": []}
+    monkeypatch.setenv("SEEDER_KHOP", "procedure")
+    driver = _server_with_procedures(empty)
+    driver.meta = meta
+    graph = LiveGraph(driver, "films")
+    assert graph.schema == schema
+    graph.khop_filter(np.array([1.0, 0, 0, 0]), [(0, 1.0)], [2])
+    graph.dense_seeds(np.array([1.0, 0, 0, 0]), 2, exact=True)
+    configs = [p["config"] for t, p in driver.calls if "seeder." in t and "SHOW" not in t]
+    assert len(configs) == 2 and all(c == {"id": "KG_films_id", "embedding": "KG_films_embedding",
+                                           "sketch": "KG_films_sketch", "sketch_error": "KG_films_sketch_error",
+                                           "type": "KG_films_type", "name": "title", "types": ["DIRECTED_BY"]}
+                                      for c in configs)
+
+    monkeypatch.setenv("SEEDER_KHOP", "cypher")
+    driver = FakeDriver(meta=meta, answer=lambda text, params: [FakeRecord(
+        {"ids": [], "similarities": [], "scores": [], "sources": [], "targets": [], "relations": []})])
+    LiveGraph(driver, "films").khop_filter(np.array([1.0, 0, 0, 0]), [(0, 1.0)], [2])
+    hop, edges = [(t, p) for t, p in driver.calls]
+    assert "MATCH (v:KG_films {KG_films_id: f.id})-[r]-(u:KG_films)" in hop[0] and "u.KG_films_embedding" in hop[0]
+    assert ".id " not in hop[0] and hop[1]["types"] == ["DIRECTED_BY"] and edges[1]["types"] == ["DIRECTED_BY"]
+    with pytest.raises(LiveGraphError, match="only partly adopted: run `seeder-dgl adopt films` again"):
+        LiveGraph(FakeDriver(meta={**meta, "status": "ingesting"}), "films").check_ready()

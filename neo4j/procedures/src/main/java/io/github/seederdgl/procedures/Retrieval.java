@@ -104,15 +104,19 @@ public class Retrieval {
 
     @Procedure(name = "seeder.khop", mode = Mode.READ)
     @Description("seeder.khop(label, embedding, seeds [{id, similarity}], budgets, relationSimilarity "
-            + "[{type: sim(q, r)}, one per hop], withEdges = true): the nodes K-hop-with-filtering adds to the "
-            + "seeds, hop by hop, and the relationships among all of them, as one record of lists")
+            + "[{type: sim(q, r)}, one per hop], withEdges = true, config = {}): the nodes K-hop-with-filtering "
+            + "adds to the seeds, hop by hop, and the relationships among all of them, as one record of lists; "
+            + "config: property names {id, embedding, sketch, sketch_error, type, name} and types (a list of "
+            + "relationship types to traverse, null: all)")
     public Stream<Expansion> khop(@Name("label") String label, @Name("embedding") List<Double> embedding,
                                   @Name("seeds") List<Map<String, Object>> seeds,
                                   @Name("budgets") List<Long> budgets,
                                   @Name("relationSimilarity") List<Map<String, Object>> relationSimilarity,
-                                  @Name(value = "withEdges", defaultValue = "true") boolean withEdges) {
+                                  @Name(value = "withEdges", defaultValue = "true") boolean withEdges,
+                                  @Name(value = "config", defaultValue = "{}") Map<String, Object> config) {
         Label dataset = datasetLabel(label);
-        Scoring scoring = new Scoring(embedding);
+        Scoring.Properties properties = new Scoring.Properties(config);
+        Scoring scoring = new Scoring(embedding, properties);
         if (relationSimilarity.size() < budgets.size()) {
             throw new IllegalArgumentException("relationSimilarity needs one map per hop: " + budgets.size()
                     + " budgets, " + relationSimilarity.size() + " maps");
@@ -124,7 +128,7 @@ public class Retrieval {
         List<Double> frontierSim = new ArrayList<>();
         for (Map<String, Object> seed : seeds) {
             Object id = seed.get("id");
-            Node node = tx.findNode(dataset, Scoring.ID, id);
+            Node node = tx.findNode(dataset, properties.id, id);
             // A seed that is gone (deleted since seeding) has no neighbours; a repeated one adds nothing.
             if (node != null && selected.putIfAbsent(node, ((Number) id).longValue()) == null) {
                 frontier.add(node);
@@ -140,7 +144,7 @@ public class Retrieval {
             // sim(q, r) for this hop: a type missing from the map counts 0, as in the Cypher statement.
             Map<String, Double> relation = new HashMap<>();
             relationSimilarity.get(hop - 1).forEach((type, sim) -> relation.put(type, ((Number) sim).doubleValue()));
-            List<Candidate> picked = hop(dataset, scoring, relation, selected, frontier, frontierSim,
+            List<Candidate> picked = hop(dataset, properties, scoring, relation, selected, frontier, frontierSim,
                     (int) Math.min(budget, Integer.MAX_VALUE));
             frontier = new ArrayList<>(picked.size());
             frontierSim = new ArrayList<>(picked.size());
@@ -156,7 +160,8 @@ public class Retrieval {
         }
         if (withEdges) {
             for (Map.Entry<Node, Long> source : selected.entrySet()) {
-                try (ResourceIterable<Relationship> stored = source.getKey().getRelationships(Direction.OUTGOING)) {
+                try (ResourceIterable<Relationship> stored = properties.relationships(source.getKey(),
+                        Direction.OUTGOING)) {
                     for (Relationship r : stored) {
                         Long target = selected.get(r.getEndNode());
                         if (target != null) {
@@ -172,14 +177,15 @@ public class Retrieval {
     }
 
     /** The best {@code budget} neighbours of the frontier that are not selected yet, ranked. */
-    private List<Candidate> hop(Label dataset, Scoring scoring, Map<String, Double> relation, Map<Node, Long> selected,
+    private List<Candidate> hop(Label dataset, Scoring.Properties properties, Scoring scoring,
+                                Map<String, Double> relation, Map<Node, Long> selected,
                                 List<Node> frontier, List<Double> frontierSim, int budget) {
         Map<Node, Candidate> met = new HashMap<>();
         List<Candidate> candidates = new ArrayList<>();
         for (int f = 0; f < frontier.size(); f++) {
             Node v = frontier.get(f);
             double sim = frontierSim.get(f);
-            try (ResourceIterable<Relationship> edges = v.getRelationships()) {
+            try (ResourceIterable<Relationship> edges = properties.relationships(v, Direction.BOTH)) {
                 for (Relationship r : edges) {
                     guard.check();
                     Node u = r.getOtherNode(v);
@@ -232,12 +238,14 @@ public class Retrieval {
     }
 
     @Procedure(name = "seeder.exactSeeds", mode = Mode.READ)
-    @Description("seeder.exactSeeds(label, embedding, k): the k nodes of the label nearest to the query by "
-            + "cosine over the stored embeddings, exactly (id, similarity), best first, ties by smaller id")
+    @Description("seeder.exactSeeds(label, embedding, k, config = {}): the k nodes of the label nearest to the "
+            + "query by cosine over the stored embeddings, exactly (id, similarity), best first, ties by smaller "
+            + "id; config: property names as for seeder.khop")
     public Stream<Seed> exactSeeds(@Name("label") String label, @Name("embedding") List<Double> embedding,
-                                   @Name("k") long k) {
+                                   @Name("k") long k,
+                                   @Name(value = "config", defaultValue = "{}") Map<String, Object> config) {
         Label dataset = datasetLabel(label);
-        Scoring scoring = new Scoring(embedding);
+        Scoring scoring = new Scoring(embedding, new Scoring.Properties(config));
         if (k <= 0) {
             return Stream.empty();
         }
@@ -272,11 +280,13 @@ public class Retrieval {
     }
 
     @Procedure(name = "seeder.nodeFeatures", mode = Mode.READ)
-    @Description("seeder.nodeFeatures(label, ids): the nodes of the label with these ids, in the order given "
-            + "(missing ids absent), as one record: ids, embeddings (little-endian float32, row after row), "
-            + "types, names")
-    public Stream<Features> nodeFeatures(@Name("label") String label, @Name("ids") List<Long> ids) {
+    @Description("seeder.nodeFeatures(label, ids, config = {}): the nodes of the label with these ids, in the "
+            + "order given (missing ids absent), as one record: ids, embeddings (little-endian float32, row after "
+            + "row), types, names; config: property names as for seeder.khop")
+    public Stream<Features> nodeFeatures(@Name("label") String label, @Name("ids") List<Long> ids,
+                                         @Name(value = "config", defaultValue = "{}") Map<String, Object> config) {
         Label dataset = datasetLabel(label);
+        Scoring.Properties properties = new Scoring.Properties(config);
         if (ids == null) {
             throw new IllegalArgumentException("no node ids given");
         }
@@ -288,12 +298,12 @@ public class Retrieval {
             if (id == null) {
                 throw new IllegalArgumentException("the node ids hold a null");
             }
-            Node node = tx.findNode(dataset, Scoring.ID, id);
+            Node node = tx.findNode(dataset, properties.id, id);
             if (node == null) {
                 continue;
             }
-            Map<String, Object> stored = node.getProperties(Scoring.EMBEDDING, "type", "name");
-            float[] row = asFloats(stored.get(Scoring.EMBEDDING), id);
+            Map<String, Object> stored = node.getProperties(properties.embedding, properties.type, properties.name);
+            float[] row = asFloats(stored.get(properties.embedding), id);
             if (dimension < 0) {
                 dimension = row.length;
             } else if (row.length != dimension) {
@@ -302,8 +312,11 @@ public class Retrieval {
             }
             rows.add(row);
             out.ids.add(id);
-            out.types.add((String) stored.get("type"));
-            out.names.add((String) stored.get("name"));
+            out.types.add((String) stored.get(properties.type));
+            // A name property of the user's (adopted in place) may hold a number or be missing: sent
+            // as text, "" for none, as cypher/retrieval/node_features.cypher does.
+            Object name = stored.get(properties.name);
+            out.names.add(name == null ? "" : name.toString());
         }
         ByteBuffer buffer = ByteBuffer.allocate(rows.size() * Math.max(dimension, 0) * Float.BYTES)
                 .order(ByteOrder.LITTLE_ENDIAN);

@@ -3,7 +3,11 @@ package io.github.seederdgl.procedures;
 import java.util.List;
 import java.util.Map;
 
+import org.neo4j.graphdb.Direction;
 import org.neo4j.graphdb.Node;
+import org.neo4j.graphdb.Relationship;
+import org.neo4j.graphdb.RelationshipType;
+import org.neo4j.graphdb.ResourceIterable;
 
 /**
  * sim(q, u) for one query, at the in-memory reference's precision (seeder_dgl/retrieval/memory.py):
@@ -23,22 +27,85 @@ import org.neo4j.graphdb.Node;
  * double each addition waits for the previous one).
  */
 final class Scoring {
+    /** Property names of an ingested dataset: the defaults of {@link Properties}. */
     static final String ID = "id";
     static final String EMBEDDING = "embedding";
     static final String SKETCH = "sketch";
     static final String SKETCH_ERROR = "sketch_error";
+    static final String TYPE = "type";
+    static final String NAME = "name";
     /** A node without a sketch: bounds wider than any cosine, so it is always scored exactly. */
     static final double NO_SKETCH_ERROR = 2.0;
     private static final int QUERY_LEVELS = 32767;
     /** Covers the double rounding of the few operations after the integer sums. */
     private static final double ROUNDING = 1e-12;
 
+    /**
+     * Where a dataset keeps what the procedures read (seeder_dgl/graphstore/schema.py): the property
+     * names on its nodes and the relationship types it traverses. An ingested dataset uses the
+     * defaults; a graph adopted in place has its own, prefixed with its label, beside the user's
+     * properties. From the optional {@code config} map of each procedure; a key not given keeps
+     * its default, so calls without a config read what they always read.
+     */
+    static final class Properties {
+        final String id;
+        final String embedding;
+        final String sketch;
+        final String sketchError;
+        final String type;
+        final String name;
+        /** The relationship types to traverse; null: every type. */
+        final RelationshipType[] types;
+
+        Properties(Map<String, Object> config) {
+            Map<String, Object> c = config == null ? Map.of() : config;
+            id = text(c, "id", ID);
+            embedding = text(c, "embedding", EMBEDDING);
+            sketch = text(c, "sketch", SKETCH);
+            sketchError = text(c, "sketch_error", SKETCH_ERROR);
+            type = text(c, "type", TYPE);
+            name = text(c, "name", NAME);
+            Object given = c.get("types");
+            if (given == null) {
+                types = null;
+            } else if (given instanceof List<?> list) {
+                types = new RelationshipType[list.size()];
+                for (int i = 0; i < list.size(); i++) {
+                    if (!(list.get(i) instanceof String value) || value.isEmpty()) {
+                        throw new IllegalArgumentException("config.types must be a list of relationship type names");
+                    }
+                    types[i] = RelationshipType.withName(value);
+                }
+            } else {
+                throw new IllegalArgumentException("config.types must be a list of relationship type names or null");
+            }
+        }
+
+        private static String text(Map<String, Object> config, String key, String fallback) {
+            Object value = config.get(key);
+            if (value == null) {
+                return fallback;
+            }
+            if (!(value instanceof String name) || name.isEmpty()) {
+                throw new IllegalArgumentException("config." + key + " must be a property name");
+            }
+            return name;
+        }
+
+        /** The node's relationships in {@code direction} of the types this dataset traverses. */
+        ResourceIterable<Relationship> relationships(Node node, Direction direction) {
+            return types == null ? node.getRelationships(direction) : node.getRelationships(direction, types);
+        }
+    }
+
     private final double[] query;
     private final int[] queryCodes;
     private final double codeScale;
     private final double codeError;
+    private final Properties properties;
 
-    Scoring(List<Double> embedding) {
+    Scoring(List<Double> embedding, Properties properties) {
+        this.properties = properties;
         if (embedding == null || embedding.isEmpty()) {
             throw new IllegalArgumentException("the query embedding is empty");
         }
@@ -72,9 +139,9 @@ final class Scoring {
 
     /** {low, high} around sim(q, node) from its sketch; the widest bounds when it has none. */
     void bound(Node node, double[] out) {
-        Map<String, Object> stored = node.getProperties(SKETCH, SKETCH_ERROR);
-        Object codes = stored.get(SKETCH);
-        Object error = stored.get(SKETCH_ERROR);
+        Map<String, Object> stored = node.getProperties(properties.sketch, properties.sketchError);
+        Object codes = stored.get(properties.sketch);
+        Object error = stored.get(properties.sketchError);
         double approx = 0.0;
         double width = NO_SKETCH_ERROR;
         if (codes instanceof byte[] && error instanceof Number) {
@@ -99,13 +166,13 @@ final class Scoring {
     /** The node's id property and sim(q, node); a node without an embedding scores 0, as its zero
      * row in an export of the graph does. */
     double exact(Node node, long[] id) {
-        Map<String, Object> stored = node.getProperties(ID, EMBEDDING);
-        Object key = stored.get(ID);
+        Map<String, Object> stored = node.getProperties(properties.id, properties.embedding);
+        Object key = stored.get(properties.id);
         if (!(key instanceof Number)) {
             throw new IllegalArgumentException("a node with the dataset's label has no integer id property");
         }
         id[0] = ((Number) key).longValue();
-        Object value = stored.get(EMBEDDING);
+        Object value = stored.get(properties.embedding);
         double sum = 0.0;
         if (value instanceof float[]) {
             float[] z = (float[]) value;
