@@ -115,18 +115,21 @@ def typed_graph(num_nodes: int, num_edges: int, num_types: int = 10, num_relatio
 
 
 def embed_synthetic(kg: KnowledgeGraph, dim: int = 384, seed: int = 0, type_weight: float = 0.5,
-                    chunk: int = 65536) -> np.ndarray:
+                    chunk: int = 65536, rows: int | None = None) -> np.ndarray:
     """Cheap deterministic unit vectors [N, dim] for scale benchmarks (no text encoder needed).
 
     Each node is random noise plus ``type_weight`` times a random direction of its type, so
-    nodes of one type are somewhat similar, as text embeddings of one type are.
+    nodes of one type are somewhat similar, as text embeddings of one type are. ``rows``: only
+    the first rows (the same values as the first rows of the whole matrix), e.g. a handful of
+    relation embeddings without a [N, dim] matrix at MAG scale.
     """
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((len(kg.node_type_names), dim), dtype=np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    out = np.empty((kg.num_nodes, dim), dtype=np.float32)
-    for lo in range(0, kg.num_nodes, chunk):
-        hi = min(lo + chunk, kg.num_nodes)
+    total = kg.num_nodes if rows is None else min(int(rows), kg.num_nodes)
+    out = np.empty((total, dim), dtype=np.float32)
+    for lo in range(0, total, chunk):
+        hi = min(lo + chunk, total)
         block = rng.standard_normal((hi - lo, dim), dtype=np.float32) / np.float32(math.sqrt(dim))
         block += np.float32(type_weight) * centres[kg.node_type[lo:hi]]
         block /= np.linalg.norm(block, axis=1, keepdims=True)

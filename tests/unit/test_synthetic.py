@@ -157,3 +157,10 @@ def test_relation_tracing_is_deterministic(tracing):
 def test_follow_composes_left_to_right():
     sigmas = np.array([[1, 2, 0], [0, 2, 1]])
     assert follow(sigmas, 0, (0, 1)) == 2  # sigma_1(sigma_0(0)) = sigma_1(1) = 2
+
+
+def test_embed_synthetic_rows_are_the_first_rows_of_the_whole_matrix():
+    kg = typed_graph(3000, 9000, num_types=4, seed=0)
+    whole = embed_synthetic(kg, dim=32, seed=1, chunk=1000)
+    for rows in (1, 18, 1500):
+        assert np.array_equal(embed_synthetic(kg, dim=32, seed=1, chunk=1000, rows=rows), whole[:rows])
