@@ -100,6 +100,11 @@ class SubgraphBatch:
     def seed_mask(self) -> Tensor:
         return self.hop == 0
 
+    @property
+    def node_offsets(self) -> Tensor:
+        """int64 [G]: index of each graph's first node (graph g holds nodes offset_g .. offset_g + n_g − 1)."""
+        return _exclusive_cumsum(self.batch_num_nodes)
+
     def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> "SubgraphBatch":
         """Move every tensor to ``device``; ``dtype`` converts the floating tensors only."""
         moved = {}
@@ -117,7 +122,7 @@ class SubgraphBatch:
         per-node features of the original batch through ``origin`` instead of copying them.
         """
         index = index.to(self.batch_num_nodes.device, torch.int64)
-        node_ptr = _exclusive_cumsum(self.batch_num_nodes)
+        node_ptr = self.node_offsets
         edge_ptr = _exclusive_cumsum(self.batch_num_edges)
         new_nodes = self.batch_num_nodes[index]
         new_edges = self.batch_num_edges[index]

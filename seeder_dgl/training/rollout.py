@@ -192,11 +192,10 @@ def _shared_first_step(policy: SeederPolicy, batch: SubgraphBatch, run: Subgraph
     expansion = policy.expand(batch, batch.seed_mask, 0, ops, static)
     frontier = expansion.frontier
     # Node i of graph b of ``batch`` is node i − offset_b + offset_{b·m+j} of copy j in ``run``.
-    local = frontier.nodes - (torch.cumsum(batch.batch_num_nodes, 0) - batch.batch_num_nodes)[frontier.graph]
+    local = frontier.nodes - batch.node_offsets[frontier.graph]
     local = frontier.to_dense(local, -1).repeat_interleave(m, dim=0)  # [B·m, width]
-    run_offsets = torch.cumsum(run.batch_num_nodes, 0) - run.batch_num_nodes
     real = local >= 0
-    nodes = torch.where(real, local + run_offsets.unsqueeze(1), local)
+    nodes = torch.where(real, local + run.node_offsets.unsqueeze(1), local)
     raw = frontier.to_dense(expansion.logits, -math.inf).repeat_interleave(m, dim=0)
     return raw / temperature, nodes, (nodes[real], raw[real])
 
