@@ -268,13 +268,8 @@ class InPlaceAdopter:
 
     def _release_departed(self, source: AdoptSource) -> int:
         """Take seeder-dgl's label and properties off adopted nodes that no longer carry the user label."""
-        text = query("adopt/release", **self.writer.schema.identifiers())
-        try:
-            with self.driver.session(database=self.database) as session:
-                return int(session.run(text, batch=self.batch, keep=source.label).single()["done"])
-        except (Neo4jError, DriverError, OSError) as exc:
-            raise AdoptError(describe_neo4j_error(exc, "releasing nodes that left the graph") +
-                             "; run the same command again to continue") from exc
+        return self.writer.batched("adopt/release", "releasing nodes that left the graph", batch=self.batch,
+                                   keep=source.label)
 
     @staticmethod
     def _inputs(page: list[dict], ids: list[int], source: AdoptSource, owned: set[str]) -> list[_NodeInput]:
@@ -296,8 +291,7 @@ class InPlaceAdopter:
             out.append(_NodeInput(node["key"], _text(node["user_id"]), node_id, text, type_name, given, digest))
         return out
 
-    def _write(self, nodes: list[_NodeInput], encode, dimension: int, source: AdoptSource,
-               summary: AdoptSummary) -> None:
+    def _write(self, nodes: list[_NodeInput], encode, dimension: int, source: AdoptSource) -> None:
         """Embed ``nodes`` (given embeddings where usable) and write seeder-dgl's properties on them,
         in one transaction."""
         if not nodes:
@@ -331,7 +325,7 @@ class InPlaceAdopter:
             if not page:
                 return added
             ids = list(range(next_id, next_id + len(page)))
-            self._write(self._inputs(page, ids, source, owned), encode, dimension, source, summary)
+            self._write(self._inputs(page, ids, source, owned), encode, dimension, source)
             next_id += len(ids)
             added += len(ids)
             say(f"adopted {added:,} nodes")
@@ -346,7 +340,7 @@ class InPlaceAdopter:
                              **source.properties())[0]["nodes"]
             nodes = self._inputs(page, [int(node["id"]) for node in page], source, owned)
             stale = [n for n, node in zip(nodes, page) if n.digest != node["digest"]]
-            self._write(stale, encode, dimension, source, summary)
+            self._write(stale, encode, dimension, source)
             changed += len(stale)
         if changed:
             say(f"embedded {changed:,} changed nodes again")

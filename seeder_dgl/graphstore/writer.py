@@ -151,6 +151,10 @@ def _progress(enabled: bool) -> Progress:
 class GraphWriter:
     """Writes one dataset; see the module docstring for the layout."""
 
+    schema: StoreSchema | None = None
+    """What the dataset's nodes hold under which names (``graphstore.schema``); set once the
+    record is read (statements run before that, reading the record, have no slots)."""
+
     def __init__(self, driver: Driver, dataset: str, database: str | None = None,
                  node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH):
         self.driver = driver
@@ -159,7 +163,6 @@ class GraphWriter:
         existing = self.record()
         self.label = self._owned_label(existing)
         self.schema = StoreSchema.from_record(existing) if existing else StoreSchema.ingested(self.label)
-        """What the dataset's nodes hold under which names (``graphstore.schema``)."""
         self.node_batch = node_batch
         self.relationship_batch = relationship_batch
 
@@ -167,11 +170,20 @@ class GraphWriter:
     def _run(self, statement: str, what: str, identifiers: dict | None = None, **params):
         """One statement with the dataset's label and property names in its slots (``identifiers``
         adds or overrides some)."""
-        names = {**self.schema.identifiers(), **(identifiers or {})} if hasattr(self, "schema") else identifiers or {}
+        names = {**(self.schema.identifiers() if self.schema else {}), **(identifiers or {})}
         try:
             return self.driver.execute_query(query(statement, **names), database_=self.database, **quiet(params))
         except (Neo4jError, DriverError, OSError) as exc:
             raise IngestError(describe_neo4j_error(exc, what)) from exc
+
+    def batched(self, statement: str, what: str, **params) -> int:
+        """A statement that commits its own batches (``CALL { ... } IN TRANSACTIONS``, so outside a
+        managed transaction) and returns how many nodes or relationships it handled (``done``)."""
+        try:
+            with self.driver.session(database=self.database) as session:
+                return int(session.run(query(statement, **self.schema.identifiers()), **params).single()["done"])
+        except (Neo4jError, DriverError, OSError) as exc:
+            raise IngestError(describe_neo4j_error(exc, what) + "; run the same command again to finish it") from exc
 
     def _owned_label(self, existing: dict | None) -> str:
         """The record's label when the dataset exists (older ingests keep theirs), else a new one
@@ -210,16 +222,10 @@ class GraphWriter:
             self._run(statement, "dropping the dataset's indexes")
         statements = (("adopt/release",) if self.schema.in_place else
                       ("dataset/delete_relationships", "dataset/delete_nodes"))
-        done = {}
-        for statement in statements:
-            text = query(statement, **self.schema.identifiers())
-            try:
-                with self.driver.session(database=self.database) as session:
-                    # keep=None: adopt/release takes seeder-dgl's label and properties off every node
-                    done[statement] = session.run(text, batch=self.relationship_batch, keep=None).single()["done"]
-            except (Neo4jError, DriverError, OSError) as exc:
-                raise IngestError(describe_neo4j_error(exc, "removing the old dataset") +
-                                  "; run the same command again to finish it") from exc
+        # keep=None: adopt/release takes seeder-dgl's label and properties off every node
+        done = {statement: self.batched(statement, "removing the old dataset", batch=self.relationship_batch,
+                                        keep=None)
+                for statement in statements}
         if drop_constraint or self.schema.in_place:
             self._run("schema/drop_id_constraint", "dropping the id constraint")
         if forget:
