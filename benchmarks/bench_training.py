@@ -1,18 +1,20 @@
 """Training throughput and policy inference latency on CPU (or --device cuda).
 
     python benchmarks/bench_training.py [--queries 2000] [--device cpu] [--threads 1] [--profile deep] [--trajectories 8,4]
+                                        [--workers 1,2]
 
 Trains one epoch with MetaQA's training config of the profile on MetaQA 2-hop training subgraphs
 from the extract cache (`seeder-dgl extract metaqa --split train`; `--profile paper` reads the
-paper profile's cache), once per trajectory count of `--trajectories` (side by side, same
-questions), then times the last trained policy alone ranking subgraphs one query at a time,
+paper profile's cache), once per trajectory count of `--trajectories` and per number of training
+processes of `--workers` (side by side, same questions), then times the last trained policy alone ranking subgraphs one query at a time,
 with both message-passing backends. Wall-clock rates depend on what else the machine runs; the
-CPU seconds per question (process time, all threads) much less so. Writes
+CPU seconds per question (process time, all threads and training processes) much less so. Writes
 benchmarks/results/training-<device>-<profile>-<threads>t.{json,md}.
 """
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import tempfile
 import time
@@ -37,6 +39,8 @@ def _threads() -> int | None:
 
 THREADS = configure_threads(_threads())  # before torch spins up its pool
 
+import torch  # noqa: E402
+
 from benchmarks.common import cpu_probe, machine, percentile, probe_line, write_result  # noqa: E402
 from seeder_dgl.datasets import subgraph_dir  # noqa: E402
 from seeder_dgl.subgraph.cache import load_split  # noqa: E402
@@ -44,6 +48,11 @@ from seeder_dgl.inference import load_policy  # noqa: E402
 from seeder_dgl.training.command import load_features  # noqa: E402
 from seeder_dgl.training.config import TrainConfig  # noqa: E402
 from seeder_dgl.training.trainer import train  # noqa: E402
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -55,6 +64,8 @@ def main() -> None:
     parser.add_argument("--profile", default="deep", help="retrieval profile whose cached subgraphs train")
     parser.add_argument("--trajectories", default=None,
                         help="comma list of M to train with side by side [default: the profile's]")
+    parser.add_argument("--workers", default=None,
+                        help="comma list of training-process counts to train with side by side [default: the profile's]")
     args = parser.parse_args()
 
     probe_before = cpu_probe()
@@ -65,26 +76,29 @@ def main() -> None:
     # MetaQA's config is Prime's model (docs/method.md) under MetaQA's name, so its checkpoint loads for metaqa.
     base = TrainConfig.for_dataset("metaqa", args.profile, epochs=1, warmup_epochs=0, device=args.device, seed=0)
     counts = [int(m) for m in args.trajectories.split(",")] if args.trajectories else [base.num_trajectories]
+    worker_counts = [int(w) for w in args.workers.split(",")] if args.workers else [base.workers]
     with tempfile.TemporaryDirectory() as out:
         runs = []
-        for m in counts:
-            cfg = replace(base, num_trajectories=m)
-            t0, c0 = time.perf_counter(), time.process_time()
+        for m, w in [(m, w) for m in counts for w in worker_counts]:
+            cfg = replace(base, num_trajectories=m, workers=w)
+            t0, c0, children0 = time.perf_counter(), time.process_time(), _children_cpu()
             result = train(cfg, [records[i] for i in two_hop], query_emb[two_hop], [records[i] for i in val],
-                           query_emb[val], feats.node_emb, len(feats.relation_types), Path(out) / f"m{m}",
+                           query_emb[val], feats.node_emb, len(feats.relation_types), Path(out) / f"m{m}-w{w}",
                            progress=False, relation_types=feats.relation_types, dataset_meta={"dataset": "metaqa"},
                            relation_emb=feats.relation_emb, node_types=feats.node_type,
                            node_type_names=feats.node_type_names)
             epoch = result.history[-1]
             # training steps only for the rate (validation is timed apart); CPU time covers the whole call
-            runs.append({"trajectories": m, "queries_per_second": float(epoch["queries_per_s"]),
+            cpu = time.process_time() - c0 + _children_cpu() - children0  # the workers' CPU time too
+            runs.append({"trajectories": m, "workers": w, "queries_per_second": float(epoch["queries_per_s"]),
                          "wall_seconds": time.perf_counter() - t0,
-                         "cpu_ms_per_question": 1000 * (time.process_time() - c0) / len(two_hop),
+                         "cpu_ms_per_question": 1000 * cpu / len(two_hop),
                          "epoch_seconds": len(two_hop) / float(epoch["queries_per_s"])})
         latency = {}
         sample = [records[i] for i in val[: args.latency_queries]]
         sample_q = query_emb[val[: args.latency_queries]]
         for ops in ("torch", "dgl"):
+            torch.set_num_threads(THREADS["torch_threads"])  # a multi-process run left this process at one
             policy = load_policy(result.best_path, dataset="metaqa")
             policy.cfg.ops = ops
             times = []
@@ -101,7 +115,7 @@ def main() -> None:
         run["full_metaqa_epoch_estimate_seconds"] = 31_311 / run["queries_per_second"]
     payload = {"machine": machine(), "device": args.device, "profile": args.profile, "threads": THREADS,
                "config": {k: getattr(base, k) for k in ("hidden_dim", "num_layers", "expansion_sizes",
-                                                        "frontier_caps", "num_trajectories", "batch_size")},
+                                                        "frontier_caps", "num_trajectories", "batch_size", "workers")},
                "train_queries": len(two_hop), "parameters": result.num_parameters, "ops": result.ops,
                "runs": runs, "mean_subgraph_nodes": float(np.mean([records[i].num_nodes for i in two_hop])),
                "inference": latency, "cpu_probe_ms": [probe_before, probe_after]}
@@ -110,14 +124,15 @@ def main() -> None:
         f"Machine: {payload['machine']['cpu']}, {payload['machine']['cores']} cores. "
         f"Command: `python benchmarks/bench_training.py --device {args.device} --profile {args.profile}"
         f" --threads {THREADS['torch_threads']}"
-        + (f" --trajectories {args.trajectories}" if args.trajectories else "") + f" --queries {args.queries}`. "
+        + (f" --trajectories {args.trajectories}" if args.trajectories else "")
+        + (f" --workers {args.workers}" if args.workers else "") + f" --queries {args.queries}`. "
         + probe_line(probe_before, probe_after), "",
         f"MetaQA's {args.profile}-profile config {payload['config']}: {result.num_parameters:,} parameters, "
         f"ops {result.ops}, {THREADS['torch_threads']} torch thread(s); {len(two_hop)} MetaQA 2-hop training "
         f"subgraphs (mean {payload['mean_subgraph_nodes']:.0f} nodes).", "",
-        f"| trajectories M | queries/s | CPU ms per question | seconds per epoch ({len(two_hop)} queries) "
-        "| a full MetaQA epoch (31,311 queries), estimated |", "|---:|---:|---:|---:|---:|",
-        *[f"| {r['trajectories']} | {r['queries_per_second']:.1f} | {r['cpu_ms_per_question']:.1f} | "
+        f"| trajectories M | training processes | queries/s | CPU ms per question | seconds per epoch "
+        f"({len(two_hop)} queries) | a full MetaQA epoch (31,311 queries), estimated |", "|---:|---:|---:|---:|---:|---:|",
+        *[f"| {r['trajectories']} | {r['workers']} | {r['queries_per_second']:.1f} | {r['cpu_ms_per_question']:.1f} | "
           f"{r['epoch_seconds']:.1f} | {r['full_metaqa_epoch_estimate_seconds']:.0f} s |" for r in runs], "",
         "| policy alone, one query at a time | p50 ms | p95 ms |", "|---|---|---|",
         *[f"| {ops} ops | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for ops, v in latency.items()],

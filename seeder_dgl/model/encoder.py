@@ -70,7 +70,7 @@ class NodeInput(nn.Module):
         if self.query_injection == "add":
             # (z_v + q) W^T = z_v W^T + (q W^T)[graph]
             return F.linear(z_v, w[:, :d], self.proj.bias) + F.linear(q, w[:, :d])[graph]
-        cos = F.cosine_similarity(z_v, query[graph], dim=-1).unsqueeze(-1)
+        cos = cosine_to_query(z_v, query, graph).unsqueeze(-1)
         out = F.linear(z_v, w[:, :d], self.proj.bias) + cos * w[:, 2 * d]
         if self.query_injection == "product":
             return out + F.linear(z_v * q[graph], w[:, d:2 * d])
@@ -90,6 +90,14 @@ class NodeInput(nn.Module):
         if self.node_type is not None and node_type is not None:
             h = h + self.node_type(node_type)
         return h
+
+
+def cosine_to_query(z_v: Tensor, query: Tensor, graph: Tensor, eps: float = 1e-8) -> Tensor:
+    """cos(z_v, z_q) [n] of every node with its graph's query: ``F.cosine_similarity`` written as a
+    dot product over norms, a quarter of its time on the CPU (it materialises more intermediates)."""
+    q = query.index_select(0, graph)
+    norms = torch.linalg.vector_norm(z_v, dim=-1) * torch.linalg.vector_norm(query, dim=-1).index_select(0, graph)
+    return torch.linalg.vecdot(z_v, q) / norms.clamp_min(eps)
 
 
 def relation_degrees(src: Tensor, rel: Tensor, num_nodes: int, num_relations: int) -> Tensor:

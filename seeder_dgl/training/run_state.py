@@ -25,7 +25,7 @@ from seeder_dgl.training.checkpoint import (FORMAT, FORMAT_VERSION, Preprocessin
                                             save_checkpoint)
 from seeder_dgl.training.config import TrainConfig
 
-RESUMABLE_CHANGES = ("epochs", "patience", "device", "ops")
+RESUMABLE_CHANGES = ("epochs", "patience", "device", "ops", "workers")
 """Config fields that may differ when resuming (the schedule then follows the new epoch count)."""
 RESUME_KEYS = ("model", "config", "optimizer", "scheduler", "rng", "epoch")
 

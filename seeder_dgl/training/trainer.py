@@ -25,7 +25,11 @@ loop: batch → M sampled rollouts → L = L_RL + λ·L_rank → optimiser step 
    state and what each epoch writes live there, beside the loop).
 6. Run records beside them: config.json, metrics.json, history.csv, curves.png (``records``).
 
-Threads: this loop does not touch thread settings; ``seeder_dgl.threads.configure_threads`` does.
+Processes and threads: with ``cfg.workers`` > 1 on the CPU, the process forks that many − 1 copies
+of itself once the policy is built; each takes its share of every batch and the gradients are summed
+before the step (``training.parallel``: rank 0 runs this loop, the copies follow it). Each process
+then uses one thread; otherwise this loop does not touch thread settings
+(``seeder_dgl.threads.configure_threads`` does).
 """
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ from seeder_dgl.inference import EVAL_BATCH_SIZE, rank_subgraphs
 from seeder_dgl.model.ops import MessagePassingOps, select_ops
 from seeder_dgl.model.policy import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.training import parallel
 from seeder_dgl.training import records as run_records
 from seeder_dgl.training.checkpoint import (FeatureRows, Preprocessing, build_policy, config_to_dict,
                                             relation_text_table)
@@ -190,10 +195,9 @@ def hide_unknown(batch, prep: Preprocessing, generator: torch.Generator, rate: f
     return batch
 
 
-def minibatches(rng: np.random.Generator, size: int, batch_size: int):
-    """One epoch of shuffled index batches."""
-    order = rng.permutation(size)
-    for start in range(0, size, batch_size):
+def minibatches(order: np.ndarray, batch_size: int):
+    """One epoch's index batches, in the (shuffled) ``order``."""
+    for start in range(0, len(order), batch_size):
         yield order[start:start + batch_size]
 
 
@@ -206,9 +210,15 @@ class RunningStats:
         self.epoch, self.sums, self.grad_norm, self.steps, self.seen = epoch, dict.fromkeys(self.KEYS, 0.0), 0.0, 0, 0
         self.started = time.perf_counter()
 
-    def add(self, objective, grad_norm: torch.Tensor, n: int) -> None:
-        values = torch.stack([objective.loss.detach(), objective.rl_loss.detach(), objective.bpr_loss.detach(),
-                              objective.reward.detach().mean(), grad_norm.detach().to(objective.loss.dtype)]).tolist()
+    @classmethod
+    def step_sums(cls, objective, n: int) -> torch.Tensor:
+        """[len(KEYS)]: the step's loss terms and mean reward, times its ``n`` questions (summed
+        over the training processes before ``add``)."""
+        return torch.stack([objective.loss.detach(), objective.rl_loss.detach(), objective.bpr_loss.detach(),
+                            objective.reward.detach().mean()]).to(torch.float32) * n
+
+    def add(self, sums: torch.Tensor, grad_norm: torch.Tensor, n: int) -> None:
+        values = (sums / max(n, 1)).tolist() + [float(grad_norm)]
         if not math.isfinite(values[0]):
             raise SeederError(f"the loss became {values[0]} at epoch {self.epoch}, step {self.steps + 1}: "
                               "lower the learning rate (overrides lr) or check the embeddings")
@@ -303,6 +313,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
     if device.type == "cpu":
         torch.use_deterministic_algorithms(True, warn_only=True)
     ops = select_ops(device, cfg.ops)
+    group, finished = parallel.Group(), False
     try:
         # 2. Features: PCA fitted once on the node embeddings (or the checkpoint's, when resuming)
         if cfg.node_types and node_type_names is None:
@@ -320,7 +331,8 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
             raise SeederError("relation_text is set but no relation-name embeddings were given")
         relation_text = relation_text_table(relation_emb, num_relations) if cfg.relation_text else None
         policy = build_policy(cfg, in_dim, num_relations, relation_text, prep.num_node_types).to(device)
-        optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # foreach: one kernel per step for all parameters (the per-tensor loop is a tenth of a step on the CPU)
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
         steps_per_epoch = math.ceil(len(train_records) / cfg.batch_size)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, WarmupCosine(cfg.epochs * steps_per_epoch, cfg.warmup_epochs * steps_per_epoch))
@@ -330,15 +342,73 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
             loop.restore(state)
             console.print(f"resuming {out_dir / 'last.pt'} after epoch {loop.start_epoch}/{cfg.epochs} "
                           f"(best {SELECTION_METRIC} {loop.best_metric:.4f} at epoch {loop.best_epoch})")
+        params = [p for p in policy.parameters() if p.requires_grad]
+        edge_counts = np.asarray([r.src.shape[0] + r.num_nodes for r in train_records], np.float64)
+
+        def optimisation_step(index: np.ndarray, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+            """This process's share of the batch ``index``: loss, gradients (summed over the training
+            processes), clipping, the optimiser and schedule steps. Returns the summed step sums
+            (``RunningStats.step_sums``) and the gradient norm."""
+            mine = parallel.shard(index, group.rank, group.world, cost=edge_counts[index])
+            optimizer.zero_grad(set_to_none=True)
+            sums = torch.zeros(len(RunningStats.KEYS))
+            if len(mine):
+                batch = prep.batch([train_records[i] for i in mine], rows, train_q[mine], device)
+                batch = hide_unknown(batch, prep, generator)
+                objective = training_objective(policy, batch, cfg, ops=ops, generator=generator)
+                # Each process weighs its share's mean loss by the share's size: the summed
+                # gradients are then those of the whole batch's mean loss.
+                share = len(mine) / len(index)
+                (objective.loss if share == 1 else objective.loss * share).backward()
+                sums = RunningStats.step_sums(objective, len(mine)).cpu()
+            sums = group.sum_gradients(params, sums)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
+            optimizer.step()
+            scheduler.step()
+            return sums, grad_norm
+
+        def validate() -> tuple[dict[str, float], float]:
+            """Every process ranks its share of the validation questions; rank 0 scores them all."""
+            tick = time.perf_counter()
+            mine = parallel.shard(np.arange(len(val_records)), group.rank, group.world)
+            rankings = predict(policy, prep, [val_records[i] for i in mine], val_q[mine], rows, device, ops,
+                               cfg.rollout_mode)
+            rankings = group.gather(rankings)
+            if group.rank != 0:
+                return {}, 0.0
+            return evaluate_rankings(rankings, val_records), time.perf_counter() - tick
+
+        def worker_main(me: parallel.Group) -> None:
+            """A forked training process: follows rank 0's commands until told to stop."""
+            nonlocal group
+            group = me
+            while True:
+                code, epoch, order = group.command()
+                if code == parallel.STOP:
+                    return
+                if code == parallel.VALIDATE:
+                    validate()
+                    continue
+                seed = parallel.rank_seed(cfg.seed, epoch, group.rank)
+                torch.manual_seed(seed)  # dropout
+                generator = torch.Generator(device=device).manual_seed(seed)
+                policy.train()
+                for index in minibatches(order, cfg.batch_size):
+                    optimisation_step(index, generator)
+
+        workers = cfg.workers if device.type == "cpu" else 1
+        group = parallel.start(workers, worker_main)
         num_parameters = run_records.count_parameters(policy)
         console.print(f"policy: {num_parameters:,} trainable parameters; {len(train_records):,} training and "
                       f"{len(val_records):,} validation queries; {steps_per_epoch} steps/epoch; device {device}, "
-                      f"ops {ops.name}, {torch.get_num_threads()} torch threads", soft_wrap=True)
+                      f"ops {ops.name}, {torch.get_num_threads()} torch threads"
+                      + (f", {group.world} training processes" if group.parallel else ""), soft_wrap=True)
         run = RunWriter(out_dir, cfg, prep, in_dim, dimension, relation_types, meta.get("embedding_model"),
                         num_parameters, fingerprint, SELECTION_METRIC, f"{cfg.dataset} / {cfg.ablation} (seed {cfg.seed})")
         run_records.write_config(out_dir, {
             "config": config_to_dict(cfg), "dataset": meta, "seed": cfg.seed, "device": str(device), "ops": ops.name,
             "threads": {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+            "workers": group.world,
             "num_parameters": num_parameters, "num_relations": num_relations, "relation_types": relation_types,
             "unknown_relation_slot": num_relations, "unknown_relation_rate": UNKNOWN_RELATION_RATE,
             "pca": None if prep.pca_components is None else {"dim": int(prep.pca_components.shape[0]),
@@ -350,12 +420,8 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
             "resumed_from_epoch": loop.start_epoch if state is not None else None,
         })
 
-        def validate() -> tuple[dict[str, float], float]:
-            tick = time.perf_counter()
-            rankings = predict(policy, prep, val_records, val_q, rows, device, ops, cfg.rollout_mode)
-            return evaluate_rankings(rankings, val_records), time.perf_counter() - tick
-
         if state is None:
+            group.command(parallel.VALIDATE)
             loop.initial = validate()[0]
             console.print("untrained policy: " + "  ".join(f"{k} {loop.initial[k]:.4f}" for k in REPORTED),
                           soft_wrap=True)
@@ -373,21 +439,17 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                 policy.train()
                 stats = RunningStats(epoch)
                 task = bars.add_task("train", total=steps_per_epoch, epoch=f"{epoch}/{cfg.epochs}", stats="")
-                for index in minibatches(loop.np_rng, len(train_records), cfg.batch_size):
-                    batch = prep.batch([train_records[i] for i in index], rows, train_q[index], device)
-                    batch = hide_unknown(batch, prep, loop.gumbel)
-                    objective = training_objective(policy, batch, cfg, ops=ops, generator=loop.gumbel)
-                    optimizer.zero_grad(set_to_none=True)
-                    objective.loss.backward()
-                    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    stats.add(objective, grad_norm, len(index))
+                order = loop.np_rng.permutation(len(train_records))
+                group.command(parallel.TRAIN, epoch, order)
+                for index in minibatches(order, cfg.batch_size):
+                    sums, grad_norm = optimisation_step(index, loop.gumbel)
+                    stats.add(sums, grad_norm, len(index))
                     bars.update(task, advance=1, stats=stats.text())
                 train_seconds = time.perf_counter() - stats.started
                 bars.remove_task(task)
 
-                # 5. Validation, checkpoints, records
+                # 5. Validation (split over the training processes), checkpoints, records
+                group.command(parallel.VALIDATE)
                 val, val_seconds = validate()
                 row = stats.row(scheduler.get_last_lr()[0], val, val_seconds, train_seconds)
                 improved = run.end_epoch(loop, row, selection_score(val))
@@ -399,7 +461,9 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                                        f"improved for {epoch - loop.best_epoch} epochs (patience {cfg.patience}); "
                                        f"best.pt is epoch {loop.best_epoch}", soft_wrap=True)
                     break
+        finished = True
     finally:
+        group.close(graceful=finished)
         torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
 
     if not loop.history:

@@ -1,0 +1,127 @@
+"""Training with several CPU processes (``TrainConfig.workers``): every batch is split between
+them, gradients summed; the run is deterministic, resumes exactly, learns like a one-process run,
+and a worker that fails is reported in one line."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from seeder_dgl.errors import SeederError
+from seeder_dgl.training import parallel
+from seeder_dgl.training.checkpoint import read_checkpoint
+from seeder_dgl.training.trainer import train
+from tests.unit.test_trainer import _numbers, synthetic_task, tiny_config
+
+
+@pytest.fixture(scope="module")
+def task():
+    return synthetic_task(num_train=40, num_val=12, seed=3)
+
+
+def _weights(path):
+    return read_checkpoint(path)["model"]
+
+
+def _same_weights(a, b) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_shards_cover_the_batch_in_order_and_differ_by_at_most_one():
+    for size in range(0, 20):
+        for world in (1, 2, 3, 5):
+            index = np.arange(100, 100 + size)
+            parts = [parallel.shard(index, r, world) for r in range(world)]
+            assert np.concatenate(parts).tolist() == index.tolist()
+            sizes = [len(p) for p in parts]
+            assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
+    assert parallel.shard([7, 8, 9], 0, 1).tolist() == [7, 8, 9]
+
+
+def test_shards_by_cost_cover_the_batch_and_balance_the_work():
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        size, world = int(rng.integers(0, 24)), int(rng.integers(2, 4))
+        index = rng.permutation(1000)[:size]
+        cost = rng.pareto(1.5, size) * 100 + 1
+        parts = [parallel.shard(index, r, world, cost=cost) for r in range(world)]
+        assert sorted(np.concatenate(parts).tolist()) == sorted(index.tolist())
+        position = {v: i for i, v in enumerate(index.tolist())}
+        assert all([position[v] for v in p.tolist()] == sorted(position[v] for v in p.tolist()) for p in parts)
+        loads = [cost[[position[v] for v in p.tolist()]].sum() for p in parts]
+        if size:  # greedy by decreasing cost: no share exceeds another by more than the largest item
+            assert max(loads) - min(loads) <= cost.max() + 1e-9
+    # one very costly subgraph gets a process to itself
+    assert parallel.shard(np.arange(5), 0, 2, cost=np.array([1, 1, 50, 1, 1])).tolist() == [2]
+
+
+def test_worker_seeds_depend_on_seed_epoch_and_rank():
+    seeds = {parallel.rank_seed(s, e, r) for s in (0, 1) for e in (1, 2) for r in (1, 2)}
+    assert len(seeds) == 8 and all(0 <= x < 2 ** 63 for x in seeds)
+    assert parallel.rank_seed(0, 1, 1) == parallel.rank_seed(0, 1, 1)
+
+
+def test_two_workers_are_deterministic_resume_exactly_and_learn(task, tmp_path):
+    train_r, train_q, val_r, val_q, node_emb, num_rel = task
+    # batch 7 over 40 questions: shares of 4 and 3, and a last batch of 5 (3 and 2)
+    cfg = tiny_config(epochs=3, batch_size=7, workers=2)
+    args = (train_r, train_q, val_r, val_q, node_emb, num_rel)
+
+    first = train(cfg, *args, tmp_path / "a", progress=False)
+    second = train(cfg, *args, tmp_path / "b", progress=False)
+    assert _numbers(first.history) == _numbers(second.history)
+    assert _same_weights(_weights(first.last_path), _weights(second.last_path))
+    assert first.best_metrics["recall@20"] > first.initial_metrics["recall@20"]
+    assert all(np.isfinite(row["loss"]) and row["val"]["num_queries"] == len(val_r) for row in first.history)
+
+    # Stopped after epoch 1 (the hook raises once last.pt is written), then resumed: the same run.
+    class Interrupt(Exception):
+        pass
+
+    def stop(row):
+        raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(cfg, *args, tmp_path / "c", progress=False, on_epoch_end=stop)
+    resumed = train(cfg, *args, tmp_path / "c", progress=False, resume=True)
+    assert resumed.resumed_from == 1
+    assert _numbers(resumed.history) == _numbers(first.history)
+    assert _same_weights(_weights(first.last_path), _weights(resumed.last_path))
+
+
+def test_validation_split_over_workers_scores_every_question_like_one_process(task, tmp_path):
+    """The untrained policy's validation (same weights in both runs) does not depend on the split."""
+    train_r, train_q, val_r, val_q, node_emb, num_rel = task
+    args = (train_r, train_q, val_r, val_q, node_emb, num_rel)
+    one = train(tiny_config(epochs=1, workers=1), *args, tmp_path / "one", progress=False)
+    two = train(tiny_config(epochs=1, workers=2), *args, tmp_path / "two", progress=False)
+    assert one.initial_metrics.keys() == two.initial_metrics.keys()
+    for key, value in one.initial_metrics.items():
+        assert two.initial_metrics[key] == pytest.approx(value, abs=1e-6), key
+
+
+def test_one_worker_keeps_the_one_process_run(task, tmp_path):
+    """workers=1 starts no process and trains exactly as before (its generators are the run's)."""
+    train_r, train_q, val_r, val_q, node_emb, num_rel = task
+    args = (train_r, train_q, val_r, val_q, node_emb, num_rel)
+    a = train(tiny_config(epochs=1, workers=1), *args, tmp_path / "a", progress=False)
+    b = train(tiny_config(epochs=1, workers=2), *args, tmp_path / "b", progress=False)
+    assert not _same_weights(_weights(a.last_path), _weights(b.last_path))
+    assert parallel.start(1, lambda group: None) == parallel.Group()
+
+
+def test_a_failing_worker_is_a_one_line_error_and_leaves_no_process(task, tmp_path, monkeypatch):
+    train_r, train_q, val_r, val_q, node_emb, num_rel = task
+
+    def broken(seed, epoch, rank):  # only workers (rank >= 1) draw their seed
+        raise ValueError("disk on fire")
+
+    monkeypatch.setattr(parallel, "rank_seed", broken)
+    with pytest.raises(SeederError, match="worker 1: ValueError: disk on fire") as info:
+        train(tiny_config(epochs=1, workers=2), train_r, train_q, val_r, val_q, node_emb, num_rel, tmp_path,
+              progress=False)
+    assert "\n" not in str(info.value)
+    import multiprocessing
+
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("seeder-train-worker")]
+    assert not (tmp_path / "last.pt").exists()
