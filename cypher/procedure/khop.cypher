@@ -4,7 +4,12 @@
 // the in-memory reference's, in float64 (seeder_dgl/retrieval/memory.py); retrieval/khop_hop.cypher
 // and retrieval/induced_edges.cypher are the same, one query per hop, for servers without it.
 // $relation_similarity: one map per hop of sim(q, r) per relationship type (a type not in it counts 0).
-// $config: the dataset's property names and the relationship types it traverses (graphstore/schema.py).
-CALL seeder.khop($label, $embedding, $seeds, $budgets, $relation_similarity, $with_edges, $config)
+// $config: the dataset's property names and the relationship types it traverses (graphstore/schema.py),
+// plus the record's sketch_version, under which the procedure keeps the sketches it reads.
+OPTIONAL MATCH (m:SeederDataset {name: $name})
+// A record from before sketch versions: its ingest's finish time, since every write since renews it.
+WITH $config AS config, coalesce(m.sketch_version, toString(m.finished_at)) AS version
+CALL seeder.khop($label, $embedding, $seeds, $budgets, $relation_similarity, $with_edges,
+                 config {.*, sketch_version: version})
 YIELD ids, hops, similarities, scores, sources, targets, relations
 RETURN ids, hops, similarities, scores, sources, targets, relations

@@ -1,7 +1,8 @@
-// Keep the dataset record in step with live changes: relation vocabulary and current counts.
+// Keep the dataset record in step with live changes: relation vocabulary and current counts, and a
+// new sketch_version in the same transaction as the nodes' new sketches (procedures' SketchCache).
 MATCH (m:SeederDataset {name: $name})
 SET m.relation_names = $relation_names, m.relation_types = $relation_types,
-    m.relation_embeddings = $relation_embeddings, m.updated_at = datetime()
+    m.relation_embeddings = $relation_embeddings, m.updated_at = datetime(), m.sketch_version = randomUUID()
 WITH m
 CALL { MATCH (n:{{dataset}}) RETURN count(n) AS nodes }
 CALL { MATCH (:{{dataset}})-[r]->(:{{dataset}}) RETURN count(r) AS relationships }

@@ -44,8 +44,10 @@ class Neo4jSettings:
 # Sessions that run the statements matching nodes by internal id (id(), deprecated in Neo4j 5 in
 # favour of elementId() because ids are reused after deletions): those statements use them only
 # within one statement or one ingest run, where reuse cannot happen, and they are 15-40% faster.
-# The server's deprecation notice would otherwise be logged on every query of a user's driver.
-ID_FUNCTION_SESSION = {"notifications_disabled_categories": ["DEPRECATION"]}
+# The server's deprecation notice would otherwise be logged on every query of a user's driver, as
+# would "unknown property key" for a dataset record written before a property existed (the
+# procedure statements read the record's sketch_version, which older records lack).
+ID_FUNCTION_SESSION = {"notifications_disabled_categories": ["DEPRECATION", "UNRECOGNIZED"]}
 
 
 def open_driver(settings: Neo4jSettings | None = None, verify: bool = True) -> Driver:

@@ -192,7 +192,7 @@ class LiveGraph:
         vec = self.query_vector(embedding)
         if exact and self.khop_engine == "procedure":
             rows = self._run("procedure/exact_seeds", "exact dense seeding", label=self.label, k=int(k), embedding=vec,
-                             config=self.schema.procedure_config())
+                             config=self.schema.procedure_config(), name=self.info.name)
         elif exact:
             rows = self._run("seeding/exact", "exact dense seeding", k=int(k), embedding=vec)
         else:
@@ -242,7 +242,7 @@ class LiveGraph:
         added = self._lists("procedure/khop", "K-hop expansion", label=self.label, embedding=vec,
                             seeds=[{"id": s, "similarity": sim} for s, sim in seeds], budgets=budgets,
                             relation_similarity=rel_sim, with_edges=with_edges,
-                            config=self.schema.procedure_config())
+                            config=self.schema.procedure_config(), name=self.info.name)
         rows = [(int(i), int(h), float(score)) for i, h, score in zip(added["ids"], added["hops"], added["scores"])]
         return rows, added
 

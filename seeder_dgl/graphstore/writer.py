@@ -397,6 +397,8 @@ class GraphWriter:
                 page = self._run("ingest/unsketched", "reading nodes without a sketch",
                                  limit=self.node_batch).records[0]
                 if not page["ids"]:
+                    if done:
+                        self._run("dataset/sketches_changed", "recording the new sketches", name=self.dataset)
                     return done
                 emb = np.asarray(page["embeddings"], dtype=np.float32)
                 rows = [{"id": int(i), **props} for i, props in zip(page["ids"], sketch_properties(emb))]

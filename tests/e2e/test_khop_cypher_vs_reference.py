@@ -263,7 +263,7 @@ def test_the_procedures_compute_the_references_float64_numbers(neo4j_driver, dat
             ref = khop_select(arrays, emb, rel_emb, q, ids, [30, 50, 70], seed_scores=sims)
             row = neo4j_driver.execute_query(
                 query("procedure/khop"), label=live.label, embedding=live.query_vector(q), budgets=[30, 50, 70],
-                with_edges=False, config=live.schema.procedure_config(),
+                with_edges=False, config=live.schema.procedure_config(), name=dataset_label,
                 seeds=[{"id": int(s), "similarity": float(v)} for s, v in zip(ids, sims)],
                 relation_similarity=[live.relation_similarity(q)] * 3).records[0]
             picked = slice(len(ids), None)
@@ -304,4 +304,64 @@ def test_neighbours_of_another_label_are_neither_selected_nor_in_the_way(neo4j_d
         np.testing.assert_allclose(sub.score, ref.score, atol=1e-6)
     finally:
         neo4j_driver.execute_query(f"MATCH (n:{foreign}) DETACH DELETE n")
+        writer.reset()
+
+
+def test_the_procedures_keep_sketches_per_version_and_an_upsert_renews_it(neo4j_driver, dataset_label,
+                                                                         seeder_procedures):
+    """seeder.khop keeps the sketches it reads under the sketch_version its caller passes (the
+    dataset record's). Held at one version, a node whose embedding changed since keeps its old
+    sketch: its bound still says it is far from the question, so it is not selected. The upsert
+    that changed it gave the record a new version, and K-hop through LiveGraph reads the new
+    sketch and selects the node, as the reference does on the new embeddings."""
+    from seeder_dgl.graphstore.upsert import NodeRow, upsert
+
+    kg, emb = _random_graph(dataset_label)
+    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        q = random_embeddings(1, seed=500)[0]
+        seeds = live.dense_seeds(q, 3, exact=True)
+        budgets = [10, 10]
+        first = live.khop_filter(q, seeds, budgets, with_edges=False)
+        seed_ids = {s for s, _ in seeds}
+        hop1 = set(first.node_ids[first.hop == 1].tolist())
+        arrays = GraphArrays.from_kg(kg)
+        neighbours = lambda nodes: {int(x) for a, b in zip(kg.edge_src.tolist(), kg.edge_dst.tolist()) for x in (a, b)  # noqa: E731
+                                    if (a in nodes) != (b in nodes) and x not in nodes}
+        # a node two hops out, the one least like the question: its old sketch rules it out
+        candidates = sorted(neighbours(hop1) - neighbours(seed_ids) - set(first.node_ids.tolist()),
+                            key=lambda i: float(emb[i] @ q))
+        target = candidates[0]
+
+        def held(version: str) -> list[int]:
+            row = neo4j_driver.execute_query(
+                "CALL seeder.khop($label, $embedding, $seeds, $budgets, $relations, false, $config) YIELD ids "
+                "RETURN ids", label=live.label, embedding=live.query_vector(q), budgets=budgets,
+                seeds=[{"id": s, "similarity": v} for s, v in seeds], relations=[live.relation_similarity(q)] * 2,
+                config={**live.schema.procedure_config(), "sketch_version": version}).records[0]
+            return row["ids"]
+
+        assert target not in held("held")  # reads and keeps every bounded neighbour's sketch
+        version = neo4j_driver.execute_query("MATCH (m:SeederDataset {name: $name}) RETURN m.sketch_version AS v",
+                                             name=dataset_label).records[0]["v"]
+        kind = kg.node_type_names[kg.node_type[target]]
+        upsert(neo4j_driver, dataset_label, [NodeRow(target, kg.node_names[target], kind, kg.node_texts[target],
+                                                     q.tolist())], [],
+               encode=lambda texts: None)
+        renewed = neo4j_driver.execute_query("MATCH (m:SeederDataset {name: $name}) RETURN m.sketch_version AS v",
+                                             name=dataset_label).records[0]["v"]
+        assert version and renewed and renewed != version
+
+        new_emb = emb.copy()
+        new_emb[target] = q / np.linalg.norm(q)
+        ref = khop_select(arrays, new_emb, rel_emb, q, [s for s, _ in seeds], budgets,
+                          seed_scores=[v for _, v in seeds])
+        assert target in ref.node_ids.tolist()
+        assert target not in held("held")  # the kept, stale sketch
+        assert live.khop_filter(q, seeds, budgets, with_edges=False).node_ids.tolist() == ref.node_ids.tolist()
+        assert target in held("another version")
+    finally:
         writer.reset()

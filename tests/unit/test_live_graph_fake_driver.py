@@ -106,9 +106,10 @@ def test_partitions_are_merged_by_score_then_id_and_values_travel_as_parameters(
     assert [p["limit"] for p in hops] == [3, 6, 6]
     assert [f["id"] for f in hops[1]["frontier"]] == [4, 5] and hops[1]["frontier"][0]["similarity"] == 0.5
     assert all(p["embedding"] == pytest.approx([1.0, 0.0, 0.0, 0.0]) for p in hops)  # unit query, a parameter
-    # id() is deliberate; every statement only reads.
+    # id() is deliberate, and an older dataset record lacks properties newer statements read;
+    # every statement only reads.
     assert driver.session_config == {"default_access_mode": READ_ACCESS,
-                                     "notifications_disabled_categories": ["DEPRECATION"]}
+                                     "notifications_disabled_categories": ["DEPRECATION", "UNRECOGNIZED"]}
 
 
 class FakeRecord(dict):

@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.stream.Stream;
 
 import org.neo4j.graphdb.Direction;
+import org.neo4j.graphdb.GraphDatabaseService;
 import org.neo4j.graphdb.Label;
 import org.neo4j.graphdb.Node;
 import org.neo4j.graphdb.Relationship;
@@ -40,6 +41,9 @@ import org.neo4j.procedure.TerminationGuard;
 public class Retrieval {
     @Context
     public Transaction tx;
+
+    @Context
+    public GraphDatabaseService db;
 
     @Context
     public TerminationGuard guard;
@@ -106,8 +110,9 @@ public class Retrieval {
     @Description("seeder.khop(label, embedding, seeds [{id, similarity}], budgets, relationSimilarity "
             + "[{type: sim(q, r)}, one per hop], withEdges = true, config = {}): the nodes K-hop-with-filtering "
             + "adds to the seeds, hop by hop, and the relationships among all of them, as one record of lists; "
-            + "config: property names {id, embedding, sketch, sketch_error, type, name} and types (a list of "
-            + "relationship types to traverse, null: all)")
+            + "config: property names {id, embedding, sketch, sketch_error, type, name}, types (a list of "
+            + "relationship types to traverse, null: all) and sketch_version (the dataset record's: sketches read "
+            + "are kept for later calls with the same version; null: none kept)")
     public Stream<Expansion> khop(@Name("label") String label, @Name("embedding") List<Double> embedding,
                                   @Name("seeds") List<Map<String, Object>> seeds,
                                   @Name("budgets") List<Long> budgets,
@@ -116,7 +121,7 @@ public class Retrieval {
                                   @Name(value = "config", defaultValue = "{}") Map<String, Object> config) {
         Label dataset = datasetLabel(label);
         Scoring.Properties properties = new Scoring.Properties(config);
-        Scoring scoring = new Scoring(embedding, properties);
+        Scoring scoring = new Scoring(embedding, properties, cache(label, properties));
         if (relationSimilarity.size() < budgets.size()) {
             throw new IllegalArgumentException("relationSimilarity needs one map per hop: " + budgets.size()
                     + " budgets, " + relationSimilarity.size() + " maps");
@@ -245,7 +250,8 @@ public class Retrieval {
                                    @Name("k") long k,
                                    @Name(value = "config", defaultValue = "{}") Map<String, Object> config) {
         Label dataset = datasetLabel(label);
-        Scoring scoring = new Scoring(embedding, new Scoring.Properties(config));
+        Scoring.Properties properties = new Scoring.Properties(config);
+        Scoring scoring = new Scoring(embedding, properties, cache(label, properties));
         if (k <= 0) {
             return Stream.empty();
         }
@@ -341,6 +347,11 @@ public class Retrieval {
             return row;
         }
         throw new IllegalArgumentException("node " + id + " has no embedding");
+    }
+
+    /** The sketches kept for this database, label and sketch property under the caller's sketch version. */
+    private SketchCache.Generation cache(String label, Scoring.Properties properties) {
+        return SketchCache.of(db.databaseName(), label, properties.sketch, properties.sketchVersion);
     }
 
     private static Label datasetLabel(String label) {

@@ -56,6 +56,8 @@ final class Scoring {
         final String name;
         /** The relationship types to traverse; null: every type. */
         final RelationshipType[] types;
+        /** The dataset record's sketch_version when the caller read it; null: cache nothing ({@link SketchCache}). */
+        final String sketchVersion;
 
         Properties(Map<String, Object> config) {
             Map<String, Object> c = config == null ? Map.of() : config;
@@ -65,6 +67,8 @@ final class Scoring {
             sketchError = text(c, "sketch_error", SKETCH_ERROR);
             type = text(c, "type", TYPE);
             name = text(c, "name", NAME);
+            Object version = c.get("sketch_version");
+            sketchVersion = version == null ? null : version.toString();
             Object given = c.get("types");
             if (given == null) {
                 types = null;
@@ -103,9 +107,12 @@ final class Scoring {
     private final double codeScale;
     private final double codeError;
     private final Properties properties;
+    private final SketchCache.Generation cache;
 
-    Scoring(List<Double> embedding, Properties properties) {
+    /** {@code cache}: the sketches kept under the dataset's current sketch version, or null. */
+    Scoring(List<Double> embedding, Properties properties, SketchCache.Generation cache) {
         this.properties = properties;
+        this.cache = cache;
         if (embedding == null || embedding.isEmpty()) {
             throw new IllegalArgumentException("the query embedding is empty");
         }
@@ -139,28 +146,48 @@ final class Scoring {
 
     /** {low, high} around sim(q, node) from its sketch; the widest bounds when it has none. */
     void bound(Node node, double[] out) {
-        Map<String, Object> stored = node.getProperties(properties.sketch, properties.sketchError);
-        Object codes = stored.get(properties.sketch);
-        Object error = stored.get(properties.sketchError);
+        SketchCache.Sketch sketch;
+        if (cache == null) {
+            sketch = read(node);
+        } else {
+            String key = node.getElementId();
+            sketch = cache.get(key);
+            if (sketch == null) {
+                sketch = read(node);
+                cache.put(key, sketch);
+            }
+        }
         double approx = 0.0;
         double width = NO_SKETCH_ERROR;
-        if (codes instanceof byte[] && error instanceof Number) {
-            byte[] c = (byte[]) codes;
+        byte[] c = sketch.codes();
+        if (c != null) {
             checkDimension(node, c.length);
             long dot = 0;
-            int squares = 0;
             for (int i = 0; i < c.length; i++) {
-                int code = c[i];
-                dot += code * queryCodes[i];
-                squares += code * code;
+                dot += c[i] * queryCodes[i];
             }
-            if (squares > 0) {
-                approx = codeScale * dot / Math.sqrt(squares);
-                width = ((Number) error).doubleValue() + codeError;
-            }
+            approx = codeScale * dot / Math.sqrt(sketch.squares());
+            width = sketch.error() + codeError;
         }
         out[0] = approx - width;
         out[1] = approx + width;
+    }
+
+    /** The node's sketch as stored; codes null when it has none (or only zeros: no direction). */
+    private SketchCache.Sketch read(Node node) {
+        Map<String, Object> stored = node.getProperties(properties.sketch, properties.sketchError);
+        Object codes = stored.get(properties.sketch);
+        Object error = stored.get(properties.sketchError);
+        if (codes instanceof byte[] c && error instanceof Number e) {
+            int squares = 0;
+            for (byte code : c) {
+                squares += code * code;
+            }
+            if (squares > 0) {
+                return new SketchCache.Sketch(c, squares, e.doubleValue());
+            }
+        }
+        return new SketchCache.Sketch(null, 0, NO_SKETCH_ERROR);
     }
 
     /** The node's id property and sim(q, node); a node without an embedding scores 0, as its zero
