@@ -365,3 +365,38 @@ def test_the_procedures_keep_sketches_per_version_and_an_upsert_renews_it(neo4j_
         assert target in held("another version")
     finally:
         writer.reset()
+
+
+@pytest.mark.parametrize("hub_loops", [2, 0])
+def test_the_procedure_returns_every_relationship_among_the_selected_nodes_once(neo4j_driver, dataset_label,
+                                                                                  seeder_procedures, hub_loops):
+    """The relationships seeder.khop returns with its nodes are those of the graph among them, each
+    once in both directions, self-loops included (on a hub and elsewhere), as the Cypher path reads them."""
+    rng = np.random.default_rng(31)
+    n = 600
+    hub_edges = np.arange(1, 400)  # node 0: the hub, with hub_loops self-loops
+    src = np.concatenate([np.zeros(399 + hub_loops, np.int64), rng.integers(1, n, 1500), [7, 9]])
+    dst = np.concatenate([hub_edges, np.zeros(hub_loops, np.int64), rng.integers(1, n, 1500), [7, 9]])
+    rel = np.concatenate([rng.integers(0, 3, 399), np.arange(hub_loops), rng.integers(0, 3, 1500), [2, 1]])
+    kg = KnowledgeGraph(dataset_label, [f"n{i}" for i in range(n)], [f"n{i}" for i in range(n)],
+                        np.zeros(n, np.int64), ["thing"], src, dst, rel, ["r0", "r1", "r2"])
+    emb = random_embeddings(n, seed=32)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, random_embeddings(3, seed=33), "test-model", progress=False)
+    try:
+        procedure = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        cypher = LiveGraph(neo4j_driver, dataset_label, khop="cypher")
+        for i, seeds in enumerate(([(0, 1.0)], [(0, 1.0), (7, 0.5)], [(9, 0.9), (3, 0.2)])):
+            q = random_embeddings(1, seed=34 + i)[0]
+            sub = procedure.khop_filter(q, seeds, [60, 80])
+            assert 0 in sub.node_ids.tolist()
+            triples = sorted(zip(sub.src.tolist(), sub.dst.tolist(), sub.rel.tolist()))
+            expected = sorted(zip(*(a.tolist() for a in cypher.induced_edges(sub.node_ids))))
+            assert triples == expected
+            local = {int(v): j for j, v in enumerate(sub.node_ids)}
+            hub = local[0]
+            assert sum(1 for s, d, _ in triples if s == d == hub) == 2 * hub_loops  # both directions
+            if i == 1:
+                assert sum(1 for s, d, _ in triples if s == d == local[7]) == 2
+    finally:
+        writer.reset()
