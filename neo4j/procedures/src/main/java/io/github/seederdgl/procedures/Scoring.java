@@ -150,7 +150,7 @@ final class Scoring {
         if (cache == null) {
             sketch = read(node);
         } else {
-            String key = node.getElementId();
+            long key = nodeKey(node);
             sketch = cache.get(key);
             if (sketch == null) {
                 sketch = read(node);
@@ -171,6 +171,14 @@ final class Scoring {
         }
         out[0] = approx - width;
         out[1] = approx + width;
+    }
+
+    /** The cache key of a node: its internal id, which is cheap where the element id is a string
+     * built on every call. Ids are reused after deletions; see {@link SketchCache} for why a reused
+     * id cannot change a result. */
+    @SuppressWarnings("deprecation")
+    private static long nodeKey(Node node) {
+        return node.getId();
     }
 
     /** The node's sketch as stored; codes null when it has none (or only zeros: no direction). */

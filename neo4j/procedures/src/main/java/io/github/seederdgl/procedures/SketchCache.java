@@ -4,8 +4,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The int8 sketches the procedures have read, kept between calls, per database, dataset label
- * and sketch property.
+ * The int8 sketches the procedures have read, kept between calls by node id, per database,
+ * dataset label and sketch property.
  *
  * <p>Bounding a neighbour costs little arithmetic but a read of its sketch from the store (the
  * node's property chain, then the array's own records): at hop 2 around a hub that is tens of
@@ -30,20 +30,20 @@ final class SketchCache {
     /** The sketches read under one {@code sketch_version}. */
     static final class Generation {
         final String version;
-        private final ConcurrentHashMap<String, Sketch> sketches = new ConcurrentHashMap<>();
+        private final ConcurrentHashMap<Long, Sketch> sketches = new ConcurrentHashMap<>();
         private final AtomicLong bytes = new AtomicLong();
 
         Generation(String version) {
             this.version = version;
         }
 
-        Sketch get(String elementId) {
-            return sketches.get(elementId);
+        Sketch get(long node) {
+            return sketches.get(node);
         }
 
-        void put(String elementId, Sketch sketch) {
-            long size = sketch.bytes() + 2L * elementId.length() + 48L;
-            if (bytes.get() + size <= BUDGET && sketches.putIfAbsent(elementId, sketch) == null) {
+        void put(long node, Sketch sketch) {
+            long size = sketch.bytes() + 64L;  // the entry, its boxed key and the record
+            if (bytes.get() + size <= BUDGET && sketches.putIfAbsent(node, sketch) == null) {
                 bytes.addAndGet(size);
             }
         }
