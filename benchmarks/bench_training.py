@@ -39,8 +39,6 @@ def _threads() -> int | None:
 
 THREADS = configure_threads(_threads())  # before torch spins up its pool
 
-import torch  # noqa: E402
-
 from benchmarks.common import cpu_probe, machine, percentile, probe_line, write_result  # noqa: E402
 from seeder_dgl.datasets import subgraph_dir  # noqa: E402
 from seeder_dgl.subgraph.cache import load_split  # noqa: E402
@@ -98,7 +96,6 @@ def main() -> None:
         sample = [records[i] for i in val[: args.latency_queries]]
         sample_q = query_emb[val[: args.latency_queries]]
         for ops in ("torch", "dgl"):
-            torch.set_num_threads(THREADS["torch_threads"])  # a multi-process run left this process at one
             policy = load_policy(result.best_path, dataset="metaqa")
             policy.cfg.ops = ops
             times = []

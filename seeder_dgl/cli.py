@@ -630,7 +630,7 @@ def train(
     limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
     threads: int = typer.Option(None, help="CPU threads when OMP_NUM_THREADS is unset \\[default: 1 on <= 2 cores]."),
     workers: int = typer.Option(None, min=1, help="Training processes on the CPU, one thread each, every batch "
-                                                  "split between them (2 on 2 cores: about 1.6 times as fast); the "
+                                                  "split between them (2 on 2 cores: about 1.4 times as fast); the "
                                                   "result depends on it \\[default: 2 for MetaQA's deep profile "
                                                   "and graphs of your own, else 1]."),
     lr: float = typer.Option(None, help="Learning rate override."),

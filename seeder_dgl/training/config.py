@@ -84,7 +84,7 @@ class TrainConfig:
     workers: int = 1
     """training processes on the CPU (``training.parallel``): each takes 1/workers of every batch
     with one thread and the gradients are summed before each step (two processes on two cores train
-    about 1.6 times as fast as one); the result depends on it (same seed and workers, same weights);
+    about 1.4 times as fast as one); the result depends on it (same seed and workers, same weights);
     a CUDA run uses one process"""
     seed: int = 0
     """random seed"""
@@ -202,7 +202,7 @@ def auto_epochs(num_train: int, lo: int = 4, hi: int = 40) -> int:
 # nor width 32 (0.985) helped beyond the sample's noise. M = 4 trajectories per question instead
 # of the paper's 8 gave 0.983 and trains about 1.5 times as many questions a second (the group-mean
 # baseline still has three other trajectories to compare with); two training processes, each
-# with half of every batch (``training.parallel``), train about 1.6 times as fast on two cores
+# with half of every batch (``training.parallel``), train about 1.4 times as fast on two cores
 # as one process (a step's fixed cost, ~30 ms of small ops, is paid by both). Two epochs, one of
 # warm-up: the schedule the variants were measured with. The torch message-passing ops run with
 # two threads on two cores (DGL's OpenMP runtime contends with torch's there).

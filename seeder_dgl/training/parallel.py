@@ -2,18 +2,20 @@
 
 The policy's tensors are small (width 16-64, a few thousand active nodes per step), so a second
 thread inside one process buys little (measured: 110 → 120 questions/s on two cores), while a
-second process doing the other half of every batch nearly doubles the rate. The run's process is
+second process doing the other half of every batch raises it about 1.4 times (each step has a
+fixed cost that both pay). The run's process is
 rank 0: it forks ``workers − 1`` copies of itself once the policy, optimiser and data are in
 memory, and from then on every rank
 
-* takes its contiguous share of each batch of questions (``shard``),
+* takes its share of each batch of questions, balanced by subgraph size (``shard``),
 * computes the loss of its share, weighted by the share's size, and its gradients,
 * sums gradients and step statistics with the others (``all_reduce``, torch.distributed over
   gloo on the loopback interface), then clips and steps its own optimiser.
 
 All ranks start from the same weights and apply the same summed gradients, so they stay equal
 without sending weights. Rank 0 alone decides (the batch order, validation, checkpoints, early
-stopping) and sends ``Command``s; the workers follow them. Validation is split the same way and
+stopping) and sends its commands (``Group.command``: train an epoch in a given order, validate,
+stop); the workers follow them. Validation is split the same way and
 the rankings gathered on rank 0. Results depend on the number of workers (each has its own noise
 and the loss is summed in another order), not on the machine: same seed and same ``workers``,
 same weights.
@@ -187,8 +189,9 @@ class Group:
 
 
 def _init(rank: int, world: int, folder: Path) -> None:
-    if _loopback() is not None:
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback())
+    loopback = _loopback()
+    if loopback is not None:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback)
     store = dist.FileStore(str(folder / "store"), world)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=TIMEOUT)
 

@@ -210,8 +210,8 @@ class RunningStats:
         self.epoch, self.sums, self.grad_norm, self.steps, self.seen = epoch, dict.fromkeys(self.KEYS, 0.0), 0.0, 0, 0
         self.started = time.perf_counter()
 
-    @classmethod
-    def step_sums(cls, objective, n: int) -> torch.Tensor:
+    @staticmethod
+    def step_sums(objective, n: int) -> torch.Tensor:
         """[len(KEYS)]: the step's loss terms and mean reward, times its ``n`` questions (summed
         over the training processes before ``add``)."""
         return torch.stack([objective.loss.detach(), objective.rl_loss.detach(), objective.bpr_loss.detach(),

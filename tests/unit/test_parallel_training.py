@@ -11,7 +11,7 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.training import parallel
 from seeder_dgl.training.checkpoint import read_checkpoint
 from seeder_dgl.training.trainer import train
-from tests.unit.test_trainer import _numbers, synthetic_task, tiny_config
+from tests.unit.test_trainer import _numbers, interrupt_after_first_epoch, synthetic_task, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -74,15 +74,8 @@ def test_two_workers_are_deterministic_resume_exactly_and_learn(task, tmp_path):
     assert first.best_metrics["recall@20"] > first.initial_metrics["recall@20"]
     assert all(np.isfinite(row["loss"]) and row["val"]["num_queries"] == len(val_r) for row in first.history)
 
-    # Stopped after epoch 1 (the hook raises once last.pt is written), then resumed: the same run.
-    class Interrupt(Exception):
-        pass
-
-    def stop(row):
-        raise Interrupt
-
-    with pytest.raises(Interrupt):
-        train(cfg, *args, tmp_path / "c", progress=False, on_epoch_end=stop)
+    # Stopped after epoch 1, then resumed: the same run.
+    interrupt_after_first_epoch(cfg, args, tmp_path / "c")
     resumed = train(cfg, *args, tmp_path / "c", progress=False, resume=True)
     assert resumed.resumed_from == 1
     assert _numbers(resumed.history) == _numbers(first.history)

@@ -75,6 +75,19 @@ def small_task():
     return synthetic_task(num_train=32, num_val=12, seed=1)
 
 
+class Interrupt(Exception):
+    """Raised by ``interrupt_after_first_epoch`` once epoch 1's last.pt is written."""
+
+
+def interrupt_after_first_epoch(cfg, args, out_dir) -> None:
+    """Train ``cfg`` into ``out_dir`` and stop it after its first epoch, as a killed run would be."""
+    def stop(row):
+        raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(cfg, *args, out_dir, progress=False, on_epoch_end=stop)
+
+
 def _numbers(history):
     """Per-epoch numbers that must reproduce (timings excluded)."""
     keep = ("loss", "rl_loss", "bpr_loss", "reward", "grad_norm", "lr", "val")
@@ -169,15 +182,8 @@ def test_same_seed_same_run_and_resume_is_exact(small_task, tmp_path):
     weights_b = read_checkpoint(second.last_path)["model"]
     assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
 
-    # Interrupted after epoch 1 (the hook raises once last.pt is written), then resumed.
-    class Interrupt(Exception):
-        pass
-
-    def stop_after_first(row):
-        raise Interrupt
-
-    with pytest.raises(Interrupt):
-        train(cfg, *args, tmp_path / "c", progress=False, on_epoch_end=stop_after_first)
+    # Interrupted after epoch 1, then resumed.
+    interrupt_after_first_epoch(cfg, args, tmp_path / "c")
     assert read_checkpoint(tmp_path / "c" / "last.pt", required=("epoch",))["epoch"] == 1
     resumed = train(cfg, *args, tmp_path / "c", progress=False, resume=True)
     assert resumed.resumed_from == 1

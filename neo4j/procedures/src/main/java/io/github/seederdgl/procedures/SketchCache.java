@@ -47,10 +47,6 @@ final class SketchCache {
                 bytes.addAndGet(size);
             }
         }
-
-        int size() {
-            return sketches.size();
-        }
     }
 
     static final long BUDGET = Runtime.getRuntime().maxMemory() / 8;
