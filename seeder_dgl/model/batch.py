@@ -155,9 +155,12 @@ class SubgraphBatch:
         nodes = torch.nonzero(mask, as_tuple=False).squeeze(1)
         remap = torch.full((self.num_nodes,), -1, dtype=torch.int64, device=mask.device)
         remap[nodes] = torch.arange(nodes.numel(), device=mask.device)
-        keep = mask[self.src] & mask[self.dst]
-        return GraphView(nodes=nodes, src=remap[self.src[keep]], dst=remap[self.dst[keep]],
-                         rel=self.rel[keep], num_nodes=int(nodes.numel()))
+        # The kept edges' positions once, then index_select: three boolean-mask reads would find
+        # them three times (a mask index is a nonzero plus a gather).
+        keep = torch.nonzero(mask[self.src] & mask[self.dst], as_tuple=False).squeeze(1)
+        return GraphView(nodes=nodes, src=remap.index_select(0, self.src.index_select(0, keep)),
+                         dst=remap.index_select(0, self.dst.index_select(0, keep)),
+                         rel=self.rel.index_select(0, keep), num_nodes=int(nodes.numel()))
 
 
 def collate(records: list[QuerySubgraph], node_features: np.ndarray, query_features: np.ndarray,

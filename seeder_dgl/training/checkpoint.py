@@ -119,12 +119,25 @@ class FeatureRows:
         self.ids = np.asarray(ids, dtype=np.int64)  # sorted, unique
         self.rows = np.asarray(rows, dtype=np.float32)
         self.types = None if types is None else np.asarray(types, dtype=np.int64)
+        # Row of every id up to the largest, −1 where there is none: one gather per batch instead of
+        # a binary search per node; only while that table is small next to the rows themselves.
+        top = int(self.ids[-1]) + 1 if self.ids.size else 0
+        self._row_of = None
+        if self.ids.size and self.ids[0] >= 0 and top <= 4 * self.ids.size + 1_000_000:
+            self._row_of = np.full(top, -1, dtype=np.int64)
+            self._row_of[self.ids] = np.arange(self.ids.size)
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
     def _positions(self, node_ids) -> np.ndarray:
         node_ids = np.asarray(node_ids, dtype=np.int64)
+        if self._row_of is not None:
+            inside = node_ids.size == 0 or (node_ids.min() >= 0 and node_ids.max() < self._row_of.shape[0])
+            pos = self._row_of[node_ids] if inside else None
+            if pos is None or (pos.size and pos.min() < 0):
+                raise KeyError("node features were not prepared for some node ids of this batch")
+            return pos
         pos = np.searchsorted(self.ids, node_ids)
         if node_ids.size and (pos.max(initial=0) >= self.ids.shape[0] or not np.array_equal(self.ids[pos], node_ids)):
             raise KeyError("node features were not prepared for some node ids of this batch")

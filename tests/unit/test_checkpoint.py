@@ -190,3 +190,20 @@ def test_unknown_relation_types_use_the_reserved_slot(run):
                                        loaded.preprocessing.features(val_q[:1]))
     assert int(batch.rel.max()) == num_rel and int(batch.rel.min()) >= 0
     assert loaded.policy.encoder.relations.table.num_embeddings == num_rel + 1
+
+
+@pytest.mark.parametrize("ids", [np.array([0, 2, 3, 7, 8]), np.array([5, 40_000_000, 40_000_001, 90_000_000, 90_000_003])],
+                         ids=["dense ids: a lookup table", "sparse ids: binary search"])
+def test_feature_rows_find_rows_by_global_id_and_refuse_unknown_ids(ids):
+    """FeatureRows answers node_features[node_ids] with the prepared rows, in the order asked and
+    with repeats, whether it looks ids up in a table or by binary search; an id it was not
+    prepared for (between, beyond or below the known ids) is a KeyError, never another row."""
+    rows = np.arange(len(ids) * 3, dtype=np.float32).reshape(len(ids), 3)
+    table = ckpt.FeatureRows(ids, rows, types=np.arange(len(ids)) + 10)
+    ask = np.array([ids[3], ids[0], ids[3], ids[4]])
+    np.testing.assert_array_equal(table[ask], rows[[3, 0, 3, 4]])
+    np.testing.assert_array_equal(table.type_rows[ask], [13, 10, 13, 14])
+    assert table[np.zeros(0, np.int64)].shape == (0, 3)
+    for missing in (ids[0] + 1, ids[-1] + 1, -1):
+        with pytest.raises(KeyError):
+            table[np.array([ids[1], missing])]
