@@ -110,11 +110,16 @@ def subgraph_cypher(label: str, node_ids, id_property: str = "id") -> str:
 
 
 class Retriever:
-    """Retrieval on one ingested dataset of a live Neo4j graph."""
+    """Retrieval on one ingested dataset of a live Neo4j graph.
+
+    ``exact_seeds``: dense seeds by an exact scan (True) or the vector index (False); None, the
+    default, scans exactly where the server has seeder-dgl's procedures and uses the index elsewhere.
+    """
 
     def __init__(self, dataset: str, *, method: str = "seeder", checkpoint: str | Path | None = None,
                  seeds: int | None = None, budgets: tuple[int, ...] | None = None, driver=None,
-                 encoder=None, exact_seeds: bool = False, profile: str | None = None, seeding: str | None = None):
+                 encoder=None, exact_seeds: bool | None = None, profile: str | None = None,
+                 seeding: str | None = None):
         from seeder_dgl.datasets import DatasetContext
         from seeder_dgl.graphstore.seeding import check_mode
         from seeder_dgl.graphstore.connection import open_driver
@@ -139,7 +144,10 @@ class Retriever:
         self.seeds = seeds or defaults.seeds
         self.budgets = tuple(budgets or defaults.budgets)
         self.seeding = check_mode(seeding or defaults.seeding)
-        self.exact_seeds = exact_seeds
+        # Dense seeds: exact where the server has seeder-dgl's procedures (a scan of the kept
+        # sketches, as fast as the vector index there), so that live seeds are the ones extract
+        # gave the policy in training; elsewhere the vector index (Cypher's exact scan reads every node).
+        self.exact_seeds = exact_seeds if exact_seeds is not None else self.graph.khop_engine == "procedure"
         try:  # the learned relation prior its profile follows, from the dataset's record
             self.relation_prior = with_relation_prior(RetrievalSettings(), self.graph, defaults.relation_prior,
                                                       required=False).relation_prior

@@ -95,6 +95,31 @@ def _same_ranking(served, measured, atol=1e-5):
     np.testing.assert_allclose([s for _, s in served], [s for _, s in measured], atol=atol)
 
 
+def test_live_dense_seeds_are_the_exact_ones_where_the_server_has_the_procedures(graph, neo4j_driver, dataset_label,
+                                                                                  seeder_procedures, monkeypatch):
+    """The API's dense seeds by default: an exact scan where the server has seeder-dgl's procedures
+    (the seeds extract computed for training, here those of the in-memory scan), the vector index
+    where K-hop runs in Cypher (whose exact scan would read every node); exact_seeds overrides."""
+    from seeder_dgl.api import Retriever
+    from seeder_dgl.retrieval.memory import dense_topk
+
+    _, emb = graph
+    queries, q = _queries(6, emb)
+    encoder = FixedEncoder({query.text: vector for query, vector in zip(queries, q)})
+    with Retriever(dataset_label, method="khop", seeds=3, budgets=(8, 12), seeding="dense", driver=neo4j_driver,
+                   encoder=encoder) as api:
+        assert api.exact_seeds is True
+        for query, vector in zip(queries, q):
+            served = api.retrieve(query.text, k=15)
+            assert sorted(n.id for n in served.nodes if n.seed) == sorted(dense_topk(emb, vector, 3)[0].tolist())
+    monkeypatch.setenv("SEEDER_KHOP", "cypher")
+    with Retriever(dataset_label, method="khop", seeding="dense", driver=neo4j_driver, encoder=encoder) as api:
+        assert api.exact_seeds is False
+    with Retriever(dataset_label, method="khop", seeding="dense", driver=neo4j_driver, encoder=encoder,
+                   exact_seeds=True) as api:
+        assert api.exact_seeds is True
+
+
 def test_query_serves_what_eval_measures(graph, neo4j_driver, dataset_label, tmp_path):
     """The API's K-hop and PPR answers on the live graph (Neo4j) equal eval's K-hop and PPR rows
     on the export (in memory) for the same question and settings: same nodes in the same order,

@@ -400,3 +400,69 @@ def test_the_procedure_returns_every_relationship_among_the_selected_nodes_once(
                 assert sum(1 for s, d, _ in triples if s == d == local[7]) == 2
     finally:
         writer.reset()
+
+
+def test_exact_seeding_sees_nodes_written_outside_seeder_dgl(neo4j_driver, dataset_label, seeder_procedures):
+    """seeder.exactSeeds keeps the dataset's sketches side by side under the record's
+    sketch_version. A node created or deleted by a write of the user's own does not renew that
+    version, but it changes the label's node count, and the next seeding reads the graph again:
+    the new node, the question's own vector, is the first seed, and once deleted it is gone. An
+    upsert's new embedding (a new version) is seen the same way."""
+    from seeder_dgl.graphstore.upsert import NodeRow, upsert
+
+    kg, emb = _random_graph(dataset_label)
+    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    label = label_for(dataset_label)
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        q = random_embeddings(1, seed=600)[0]
+        before = live.dense_seeds(q, 4, exact=True)
+        assert [s for s, _ in before] == dense_topk(emb, q, 4)[0].tolist()
+
+        unit = (q / np.linalg.norm(q)).astype(np.float32)
+        neo4j_driver.execute_query(f"CREATE (:{label} {{id: 99999, embedding: $embedding}})",
+                                   embedding=unit.tolist())
+        added = live.dense_seeds(q, 4, exact=True)
+        assert added[0][0] == 99999 and abs(added[0][1] - 1.0) < 1e-6
+        assert [s for s, _ in added[1:]] == [s for s, _ in before[:3]]
+
+        neo4j_driver.execute_query(f"MATCH (n:{label} {{id: 99999}}) DELETE n")
+        assert live.dense_seeds(q, 4, exact=True) == before
+
+        # the least similar node takes the question's vector through an upsert: a new version
+        target = int(np.argmin(emb @ q))
+        kind = kg.node_type_names[kg.node_type[target]]
+        upsert(neo4j_driver, dataset_label, [NodeRow(target, kg.node_names[target], kind, kg.node_texts[target],
+                                                     q.tolist())], [], encode=lambda texts: None)
+        assert live.dense_seeds(q, 4, exact=True)[0][0] == target
+    finally:
+        writer.reset()
+
+
+@pytest.mark.parametrize("switches", [{"seed_index": False}, {"simd": False}, {}],
+                         ids=["store", "index-scalar", "index-simd"])
+def test_every_exact_seeding_path_in_the_procedure_gives_the_reference_seeds(neo4j_driver, dataset_label,
+                                                                             seeder_procedures, switches):
+    """seeder.exactSeeds reads the nodes from the store, or bounds them from its in-memory copy of
+    the sketches, summed in scalar code or in SIMD lanes: the same seeds and float64 similarities
+    as the in-memory scan every way."""
+    kg, emb = _random_graph(dataset_label)
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, random_embeddings(len(kg.relation_names), seed=9), "test-model", progress=False)
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        version = neo4j_driver.execute_query("MATCH (m:SeederDataset {name: $name}) RETURN m.sketch_version AS v",
+                                             name=dataset_label).records[0]["v"]
+        config = {**live.schema.procedure_config(), "sketch_version": version, **switches}
+        for i in range(5):
+            q = emb[1 + 7 * i] + 0.3 * random_embeddings(1, seed=700 + i)[0]  # near a node, as a question is
+            records = neo4j_driver.execute_query(
+                "CALL seeder.exactSeeds($label, $embedding, 12, $config) YIELD id, similarity RETURN id, similarity",
+                label=live.label, embedding=live.query_vector(q), config=config).records
+            ids, sims = dense_topk(emb, q, 12)
+            assert [r["id"] for r in records] == ids.tolist()
+            np.testing.assert_allclose([r["similarity"] for r in records], sims, rtol=0, atol=1e-12)
+    finally:
+        writer.reset()

@@ -245,7 +245,9 @@ public class Retrieval {
     @Procedure(name = "seeder.exactSeeds", mode = Mode.READ)
     @Description("seeder.exactSeeds(label, embedding, k, config = {}): the k nodes of the label nearest to the "
             + "query by cosine over the stored embeddings, exactly (id, similarity), best first, ties by smaller "
-            + "id; config: property names as for seeder.khop")
+            + "id; config: property names and sketch_version as for seeder.khop, seed_index and simd (both default "
+            + "true: the dataset's sketches kept side by side in memory under the version, summed in SIMD lanes where "
+            + "the server can; false reads every node from the store, or sums in scalar code)")
     public Stream<Seed> exactSeeds(@Name("label") String label, @Name("embedding") List<Double> embedding,
                                    @Name("k") long k,
                                    @Name(value = "config", defaultValue = "{}") Map<String, Object> config) {
@@ -256,6 +258,48 @@ public class Retrieval {
             return Stream.empty();
         }
         int limit = (int) Math.min(k, Integer.MAX_VALUE);
+        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, labelCount(dataset), tx, guard,
+                cache(label, properties));
+        List<Seed> found = index != null ? indexedSeeds(index, dataset, scoring, properties.simd, limit)
+                : storeSeeds(dataset, scoring, limit);
+        found.sort(Comparator.comparingDouble((Seed s) -> -s.similarity).thenComparingLong(s -> s.id));
+        return found.stream().limit(limit);
+    }
+
+    /** Exact seeding from the flat sketches of {@link SeedIndex}: bounds in one pass over arrays, then
+     * the survivors found again in the store (still there, still in the dataset) and scored exactly. */
+    private List<Seed> indexedSeeds(SeedIndex index, Label dataset, Scoring scoring, boolean simd, int limit) {
+        int n = index.size();
+        double[] approx = new double[n];
+        double[] width = new double[n];
+        index.bounds(scoring, simd, approx, width);
+        guard.check();
+        Scoring.KthLargest lows = new Scoring.KthLargest(limit);
+        for (int i = 0; i < n; i++) {
+            lows.offer(approx[i] - width[i]);
+        }
+        // A node gone since the index was built could have raised that threshold: then the store
+        // path, which reads what is there now, decides.
+        double threshold = lows.value();
+        long[] id = new long[1];
+        List<Seed> found = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            if (approx[i] + width[i] >= threshold) {
+                guard.check();
+                Node node = nodeById(index.node(i));
+                if (node == null || !node.hasLabel(dataset)) {
+                    return storeSeeds(dataset, scoring, limit);
+                }
+                double similarity = scoring.exact(node, id);
+                found.add(new Seed(id[0], similarity));
+            }
+        }
+        return found;
+    }
+
+    /** Exact seeding over the nodes of the label as stored: each bounded by its sketch (kept by
+     * {@link SketchCache}), the survivors scored from their embeddings. */
+    private List<Seed> storeSeeds(Label dataset, Scoring scoring, int limit) {
         Scoring.KthLargest lows = new Scoring.KthLargest(limit);
         List<Node> kept = new ArrayList<>();
         List<Double> highs = new ArrayList<>();
@@ -281,8 +325,25 @@ public class Retrieval {
                 found.add(new Seed(id[0], similarity));
             }
         }
-        found.sort(Comparator.comparingDouble((Seed s) -> -s.similarity).thenComparingLong(s -> s.id));
-        return found.stream().limit(limit);
+        return found;
+    }
+
+    /** The number of nodes with the label, from the count store (no scan). */
+    private long labelCount(Label dataset) {
+        String query = "MATCH (n:`" + dataset.name().replace("`", "``") + "`) RETURN count(n) AS count";
+        try (var result = tx.execute(query)) {
+            return ((Number) result.next().get("count")).longValue();
+        }
+    }
+
+    /** The node with this internal id, or null when it is gone. */
+    @SuppressWarnings("deprecation")
+    private Node nodeById(long internalId) {
+        try {
+            return tx.getNodeById(internalId);
+        } catch (org.neo4j.graphdb.NotFoundException gone) {
+            return null;
+        }
     }
 
     @Procedure(name = "seeder.nodeFeatures", mode = Mode.READ)

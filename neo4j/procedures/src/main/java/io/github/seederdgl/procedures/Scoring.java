@@ -58,6 +58,12 @@ final class Scoring {
         final RelationshipType[] types;
         /** The dataset record's sketch_version when the caller read it; null: cache nothing ({@link SketchCache}). */
         final String sketchVersion;
+        /** Exact seeding through the flat {@link SeedIndex} (config {@code seed_index}, default true);
+         * false reads every node from the store, as without a version. */
+        final boolean seedIndex;
+        /** The index's sums in SIMD lanes where the server can ({@code simd}, default true); false:
+         * scalar. Both give the same integers: these two switches exist to show that they do. */
+        final boolean simd;
 
         Properties(Map<String, Object> config) {
             Map<String, Object> c = config == null ? Map.of() : config;
@@ -69,6 +75,8 @@ final class Scoring {
             name = text(c, "name", NAME);
             Object version = c.get("sketch_version");
             sketchVersion = version == null ? null : version.toString();
+            seedIndex = flag(c, "seed_index");
+            simd = flag(c, "simd");
             Object given = c.get("types");
             if (given == null) {
                 types = null;
@@ -83,6 +91,17 @@ final class Scoring {
             } else {
                 throw new IllegalArgumentException("config.types must be a list of relationship type names or null");
             }
+        }
+
+        private static boolean flag(Map<String, Object> config, String key) {
+            Object value = config.get(key);
+            if (value == null) {
+                return true;
+            }
+            if (!(value instanceof Boolean on)) {
+                throw new IllegalArgumentException("config." + key + " must be true or false");
+            }
+            return on;
         }
 
         private static String text(Map<String, Object> config, String key, String fallback) {
@@ -146,17 +165,7 @@ final class Scoring {
 
     /** {low, high} around sim(q, node) from its sketch; the widest bounds when it has none. */
     void bound(Node node, double[] out) {
-        SketchCache.Sketch sketch;
-        if (cache == null) {
-            sketch = read(node);
-        } else {
-            long key = nodeKey(node);
-            sketch = cache.get(key);
-            if (sketch == null) {
-                sketch = read(node);
-                cache.put(key, sketch);
-            }
-        }
+        SketchCache.Sketch sketch = sketchOf(node, properties, cache);
         double approx = 0.0;
         double width = NO_SKETCH_ERROR;
         byte[] c = sketch.codes();
@@ -173,16 +182,30 @@ final class Scoring {
         out[1] = approx + width;
     }
 
+    /** The node's sketch, from {@code cache} when it holds it (or kept there after reading); cache may be null. */
+    static SketchCache.Sketch sketchOf(Node node, Properties properties, SketchCache.Generation cache) {
+        if (cache == null) {
+            return read(node, properties);
+        }
+        long key = nodeKey(node);
+        SketchCache.Sketch sketch = cache.get(key);
+        if (sketch == null) {
+            sketch = read(node, properties);
+            cache.put(key, sketch);
+        }
+        return sketch;
+    }
+
     /** The cache key of a node: its internal id, which is cheap where the element id is a string
      * built on every call. Ids are reused after deletions; see {@link SketchCache} for why a reused
      * id cannot change a result. */
     @SuppressWarnings("deprecation")
-    private static long nodeKey(Node node) {
+    static long nodeKey(Node node) {
         return node.getId();
     }
 
     /** The node's sketch as stored; codes null when it has none (or only zeros: no direction). */
-    private SketchCache.Sketch read(Node node) {
+    private static SketchCache.Sketch read(Node node, Properties properties) {
         Map<String, Object> stored = node.getProperties(properties.sketch, properties.sketchError);
         Object codes = stored.get(properties.sketch);
         Object error = stored.get(properties.sketchError);
@@ -225,7 +248,25 @@ final class Scoring {
         return sum;
     }
 
+    int[] queryCodes() {
+        return queryCodes;
+    }
+
+    /** The query is {@code codeScale() * queryCodes()} up to rounding. */
+    double codeScale() {
+        return codeScale;
+    }
+
+    /** What the query's rounding adds to a bound. */
+    double codeError() {
+        return codeError;
+    }
+
     private void checkDimension(Node node, int length) {
+        checkDimension(length);
+    }
+
+    void checkDimension(int length) {
         if (length != query.length) {
             throw new IllegalArgumentException("a stored vector has " + length + " dimensions but the query has "
                     + query.length + ": encode the query with the dataset's model");

@@ -1,0 +1,224 @@
+package io.github.seederdgl.procedures;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.stream.IntStream;
+
+import org.neo4j.graphdb.Label;
+import org.neo4j.graphdb.Node;
+import org.neo4j.graphdb.ResourceIterator;
+import org.neo4j.graphdb.Transaction;
+import org.neo4j.procedure.TerminationGuard;
+
+/**
+ * The sketches of every node of a dataset side by side in flat arrays, for exact seeding.
+ *
+ * <p>Exact seeding bounds every node of the label. Through the store that is one node record and
+ * one cache lookup per node before any arithmetic; here the bounds are one pass over a byte array,
+ * split over the cores, with the sums in SIMD lanes where the server has the Vector API
+ * ({@link VectorDot}; the scalar sums took ~35 ms at Prime scale, 129k nodes of 384
+ * dimensions, which is what the lanes are for). An index is built on the first
+ * call under a {@code sketch_version} (see {@link SketchCache}: every seeder-dgl write of sketches
+ * renews it) and kept with the label's node count at that time, which the count store gives at
+ * once: a node created or deleted by a write of the user's own changes the count, and the index
+ * is built again. As with the sketch cache, the index only chooses whose embedding is read: each
+ * chosen node is found again in the store, must still carry the label, and is scored from its
+ * stored embedding.
+ *
+ * <p>Each index holds at most an eighth of the heap (Prime scale, 129k nodes of 384 dimensions:
+ * 52 MB); a larger dataset is seeded through the store as before.
+ */
+final class SeedIndex {
+    /** Dimensions summed in ints before the sum moves to a long: each of the four scalar sums then
+     * takes 512 products of at most 127 * 32767, under 2^31. */
+    private static final int BLOCK = 2048;
+    /** Below this many multiply-adds a scan stays on the calling thread. */
+    private static final long PARALLEL_WORK = 4_000_000L;
+    static final long BUDGET = Runtime.getRuntime().maxMemory() / 8;
+    /** Whether {@link VectorDot} can run: its module is loaded and the CPU has the lanes. */
+    static final boolean SIMD = simd();
+    private static final ConcurrentHashMap<String, SeedIndex> INDEXES = new ConcurrentHashMap<>();
+
+    private final String version;
+    private final long count;
+    /** Length of every sketch; -1 marks an index that cannot be built (too large, or sketches of
+     * different lengths), remembered so that later calls under the same version do not try again. */
+    final int dimension;
+    /** Internal node ids, in label-scan order. */
+    private final long[] nodes;
+    /** Row i: the int8 codes of node i (zeros when it has no sketch). */
+    private final byte[] codes;
+    /** 1 / sqrt(sum of squares of the codes) of node i; 0 when it has no sketch. */
+    private final double[] inverseNorm;
+    /** Sketch error of node i ({@link Scoring#NO_SKETCH_ERROR} when it has none). */
+    private final double[] error;
+
+    private SeedIndex(String version, long count, int dimension, long[] nodes, byte[] codes, double[] inverseNorm,
+                      double[] error) {
+        this.version = version;
+        this.count = count;
+        this.dimension = dimension;
+        this.nodes = nodes;
+        this.codes = codes;
+        this.inverseNorm = inverseNorm;
+        this.error = error;
+    }
+
+    int size() {
+        return nodes.length;
+    }
+
+    /**
+     * The index of the label under {@code version} when the label has {@code count} nodes, built
+     * now if needed; null when there is none to use (no version, or too large).
+     */
+    static synchronized SeedIndex of(String database, Label label, Scoring.Properties properties, long count,
+                                     Transaction tx, TerminationGuard guard, SketchCache.Generation sketches) {
+        // synchronized: concurrent first calls wait for one build instead of each making their own.
+        String version = properties.sketchVersion;
+        if (version == null || version.isEmpty() || !properties.seedIndex) {
+            return null;
+        }
+        String key = database + '\u0000' + label.name() + '\u0000' + properties.sketch + '\u0000'
+                + properties.sketchError;
+        SeedIndex index = INDEXES.get(key);
+        if (index == null || !version.equals(index.version) || index.count != count) {
+            INDEXES.remove(key);  // the old index is not kept while the new one is built
+            index = build(version, count, label, properties, tx, guard, sketches);
+            INDEXES.put(key, index);
+        }
+        return index.dimension < 0 ? null : index;
+    }
+
+    private static SeedIndex build(String version, long count, Label label, Scoring.Properties properties,
+                                   Transaction tx, TerminationGuard guard, SketchCache.Generation sketches) {
+        List<Long> ids = new ArrayList<>();
+        List<SketchCache.Sketch> read = new ArrayList<>();
+        int dimension = -1;
+        long bytes = 0;
+        try (ResourceIterator<Node> found = tx.findNodes(label)) {
+            while (found.hasNext()) {
+                guard.check();
+                Node node = found.next();
+                SketchCache.Sketch sketch = Scoring.sketchOf(node, properties, sketches);
+                if (sketch.codes() != null) {
+                    if (dimension < 0) {
+                        dimension = sketch.codes().length;
+                    } else if (sketch.codes().length != dimension) {
+                        return unusable(version, count);  // the store path reports the mismatch
+                    }
+                }
+                ids.add(Scoring.nodeKey(node));
+                read.add(sketch);
+                bytes += 40L + Math.max(dimension, 0);
+                if (bytes > BUDGET) {
+                    return unusable(version, count);
+                }
+            }
+        }
+        int n = ids.size();
+        int d = Math.max(dimension, 0);
+        if ((long) n * d > Integer.MAX_VALUE - 16) {
+            return unusable(version, count);  // more codes than one array holds
+        }
+        long[] nodes = new long[n];
+        byte[] codes = new byte[n * d];
+        double[] inverseNorm = new double[n];
+        double[] error = new double[n];
+        for (int i = 0; i < n; i++) {
+            nodes[i] = ids.get(i);
+            SketchCache.Sketch sketch = read.get(i);
+            if (sketch.codes() == null) {
+                error[i] = Scoring.NO_SKETCH_ERROR;
+            } else {
+                System.arraycopy(sketch.codes(), 0, codes, i * d, d);
+                inverseNorm[i] = 1.0 / Math.sqrt(sketch.squares());
+                error[i] = sketch.error();
+            }
+        }
+        return new SeedIndex(version, count, d, nodes, codes, inverseNorm, error);
+    }
+
+    /** Remembered under the version and count, so that the next call does not try again. */
+    private static SeedIndex unusable(String version, long count) {
+        return new SeedIndex(version, count, -1, new long[0], new byte[0], new double[0], new double[0]);
+    }
+
+    /** Internal id of node {@code i}. */
+    long node(int i) {
+        return nodes[i];
+    }
+
+    /**
+     * The approximate cosine of every node with the query (from its codes) into {@code approx},
+     * and its half-width (sketch error plus the query's rounding) into {@code width}.
+     */
+    void bounds(Scoring scoring, boolean simd, double[] approx, double[] width) {
+        int n = nodes.length;
+        if (n == 0) {
+            return;
+        }
+        if (dimension > 0) {
+            scoring.checkDimension(dimension);
+        }
+        int[] query = scoring.queryCodes();
+        double scale = scoring.codeScale();
+        double rounding = scoring.codeError();
+        int chunks = (long) n * dimension < PARALLEL_WORK ? 1
+                : Math.min(Runtime.getRuntime().availableProcessors(), 8);
+        int step = (n + chunks - 1) / chunks;
+        IntStream range = IntStream.range(0, chunks);
+        (chunks > 1 ? range.parallel() : range).forEach(chunk -> {
+            int stop = Math.min(n, (chunk + 1) * step);
+            for (int i = chunk * step; i < stop; i++) {
+                if (inverseNorm[i] == 0.0) {
+                    approx[i] = 0.0;
+                } else {
+                    approx[i] = scale * dot(query, i * dimension, simd) * inverseNorm[i];
+                }
+                width[i] = error[i] + rounding;
+            }
+        });
+    }
+
+    private static boolean simd() {
+        if (ModuleLayer.boot().findModule("jdk.incubator.vector").isEmpty()) {
+            return false;  // VectorDot is never loaded: its classes would not resolve
+        }
+        try {
+            return VectorDot.usable();
+        } catch (LinkageError | RuntimeException unavailable) {
+            return false;
+        }
+    }
+
+    /** The integer dot product of the query codes with row {@code offset} of the codes: in SIMD
+     * lanes where the JVM has them, else in four independent scalar sums (so that each addition
+     * does not wait for the one before). */
+    private long dot(int[] query, int offset, boolean simd) {
+        if (simd && SIMD) {
+            return VectorDot.dot(codes, offset, query, dimension);
+        }
+        long total = 0;
+        for (int start = 0; start < dimension; start += BLOCK) {
+            int stop = Math.min(dimension, start + BLOCK);
+            int a = 0;
+            int b = 0;
+            int c = 0;
+            int e = 0;
+            int i = start;
+            for (; i + 3 < stop; i += 4) {
+                a += codes[offset + i] * query[i];
+                b += codes[offset + i + 1] * query[i + 1];
+                c += codes[offset + i + 2] * query[i + 2];
+                e += codes[offset + i + 3] * query[i + 3];
+            }
+            for (; i < stop; i++) {
+                a += codes[offset + i] * query[i];
+            }
+            total += (long) a + b + c + e;
+        }
+        return total;
+    }
+}
