@@ -1,19 +1,21 @@
 """Training throughput and policy inference latency on CPU (or --device cuda).
 
     python benchmarks/bench_training.py [--queries 2000] [--device cpu] [--threads 1] [--profile deep] [--trajectories 8,4]
-                                        [--workers 1,2]
+                                        [--workers 1,2] [--variant 'NAME={"num_layers": 3}' ...]
 
 Trains one epoch with MetaQA's training config of the profile on MetaQA 2-hop training subgraphs
 from the extract cache (`seeder-dgl extract metaqa --split train`; `--profile paper` reads the
-paper profile's cache), once per trajectory count of `--trajectories` and per number of training
-processes of `--workers` (side by side, same questions), then times the last trained policy alone ranking subgraphs one query at a time,
-with both message-passing backends. Wall-clock rates depend on what else the machine runs; the
+paper profile's cache), once per config (the profile's, and each `--variant`: the profile's with
+some fields changed), trajectory count of `--trajectories` and number of training processes of
+`--workers` (side by side, same questions), then times each config's trained policy alone ranking
+subgraphs one query at a time, with both message-passing backends. Wall-clock rates depend on what else the machine runs; the
 CPU seconds per question (process time, all threads and training processes) much less so. Writes
 benchmarks/results/training-<device>-<profile>-<threads>t.{json,md}.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import sys
 import tempfile
@@ -64,7 +66,20 @@ def main() -> None:
                         help="comma list of M to train with side by side [default: the profile's]")
     parser.add_argument("--workers", default=None,
                         help="comma list of training-process counts to train with side by side [default: the profile's]")
+    parser.add_argument("--variant", action="append", default=[], metavar='NAME=JSON',
+                        help='a config to train side by side with the profile\'s, e.g. '
+                             '\'three-layers={"num_layers": 3, "batch_size": 16}\' (repeat the option)')
     args = parser.parse_args()
+    variants: dict[str, dict] = {"profile": {}}
+    for spec in args.variant:
+        name, _, text = spec.partition("=")
+        try:
+            overrides = json.loads(text)
+        except json.JSONDecodeError as exc:
+            parser.error(f"--variant {spec!r}: not NAME=JSON ({exc})")
+        if not name or not isinstance(overrides, dict):
+            parser.error(f"--variant {spec!r}: not NAME=JSON with a JSON object")
+        variants[name] = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
 
     probe_before = cpu_probe()
     records, query_emb = load_split(subgraph_dir("metaqa", args.profile, "train"))
@@ -76,27 +91,37 @@ def main() -> None:
     counts = [int(m) for m in args.trajectories.split(",")] if args.trajectories else [base.num_trajectories]
     worker_counts = [int(w) for w in args.workers.split(",")] if args.workers else [base.workers]
     with tempfile.TemporaryDirectory() as out:
-        runs = []
-        for m, w in [(m, w) for m in counts for w in worker_counts]:
-            cfg = replace(base, num_trajectories=m, workers=w)
+        runs, latency, result_of = [], {}, {}
+        # An untimed warm-up run first: the first training in a process pays for reading the
+        # features and for torch's first allocations, which would count against the first config.
+        train(replace(base, workers=1), [records[i] for i in two_hop[:64]], query_emb[two_hop[:64]],
+              [records[i] for i in val[:16]], query_emb[val[:16]], feats.node_emb, len(feats.relation_types),
+              Path(out) / "warm-up", progress=False, relation_types=feats.relation_types,
+              dataset_meta={"dataset": "metaqa"}, relation_emb=feats.relation_emb, node_types=feats.node_type,
+              node_type_names=feats.node_type_names)
+        for variant, m, w in [(v, m, w) for v in variants for m in counts for w in worker_counts]:
+            cfg = replace(base, **{"num_trajectories": m, "workers": w, **variants[variant]})
             t0, c0, children0 = time.perf_counter(), time.process_time(), _children_cpu()
             result = train(cfg, [records[i] for i in two_hop], query_emb[two_hop], [records[i] for i in val],
-                           query_emb[val], feats.node_emb, len(feats.relation_types), Path(out) / f"m{m}-w{w}",
+                           query_emb[val], feats.node_emb, len(feats.relation_types), Path(out) / f"{variant}-m{m}-w{w}",
                            progress=False, relation_types=feats.relation_types, dataset_meta={"dataset": "metaqa"},
                            relation_emb=feats.relation_emb, node_types=feats.node_type,
                            node_type_names=feats.node_type_names)
+            result_of[variant] = result
             epoch = result.history[-1]
             # training steps only for the rate (validation is timed apart); CPU time covers the whole call
             cpu = time.process_time() - c0 + _children_cpu() - children0  # the workers' CPU time too
-            runs.append({"trajectories": m, "workers": w, "queries_per_second": float(epoch["queries_per_s"]),
+            runs.append({"variant": variant, "overrides": {k: list(v) if isinstance(v, tuple) else v
+                                                           for k, v in variants[variant].items()},
+                         "trajectories": m, "workers": w, "parameters": result.num_parameters,
+                         "queries_per_second": float(epoch["queries_per_s"]),
                          "wall_seconds": time.perf_counter() - t0,
                          "cpu_ms_per_question": 1000 * cpu / len(two_hop),
                          "epoch_seconds": len(two_hop) / float(epoch["queries_per_s"])})
-        latency = {}
         sample = [records[i] for i in val[: args.latency_queries]]
         sample_q = query_emb[val[: args.latency_queries]]
-        for ops in ("torch", "dgl"):
-            policy = load_policy(result.best_path, dataset="metaqa")
+        for variant, ops in [(v, o) for v in variants for o in ("torch", "dgl")]:
+            policy = load_policy(result_of[variant].best_path, dataset="metaqa")
             policy.cfg.ops = ops
             times = []
             names = feats.node_type_names or []
@@ -106,14 +131,14 @@ def main() -> None:
                 t = time.perf_counter()
                 policy.rank([r], [node_emb], q[None], k=20, node_types=[types])
                 times.append((time.perf_counter() - t) * 1000)
-            latency[ops] = {"p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95)}
+            latency[f"{variant}, {ops} ops"] = {"p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95)}
     probe_after = cpu_probe()
     for run in runs:
         run["full_metaqa_epoch_estimate_seconds"] = 31_311 / run["queries_per_second"]
     payload = {"machine": machine(), "device": args.device, "profile": args.profile, "threads": THREADS,
                "config": {k: getattr(base, k) for k in ("hidden_dim", "num_layers", "expansion_sizes",
                                                         "frontier_caps", "num_trajectories", "batch_size", "workers")},
-               "train_queries": len(two_hop), "parameters": result.num_parameters, "ops": result.ops,
+               "train_queries": len(two_hop), "ops": result.ops,
                "runs": runs, "mean_subgraph_nodes": float(np.mean([records[i].num_nodes for i in two_hop])),
                "inference": latency, "cpu_probe_ms": [probe_before, probe_after]}
     md = "\n".join([
@@ -122,17 +147,22 @@ def main() -> None:
         f"Command: `python benchmarks/bench_training.py --device {args.device} --profile {args.profile}"
         f" --threads {THREADS['torch_threads']}"
         + (f" --trajectories {args.trajectories}" if args.trajectories else "")
-        + (f" --workers {args.workers}" if args.workers else "") + f" --queries {args.queries}`. "
+        + (f" --workers {args.workers}" if args.workers else "")
+        + "".join(f" --variant '{v}'" for v in args.variant) + f" --queries {args.queries}`. "
         + probe_line(probe_before, probe_after), "",
-        f"MetaQA's {args.profile}-profile config {payload['config']}: {result.num_parameters:,} parameters, "
+        f"MetaQA's {args.profile}-profile config ('profile' below) {payload['config']}, "
         f"ops {result.ops}, {THREADS['torch_threads']} torch thread(s); {len(two_hop)} MetaQA 2-hop training "
         f"subgraphs (mean {payload['mean_subgraph_nodes']:.0f} nodes).", "",
-        f"| trajectories M | training processes | queries/s | CPU ms per question | seconds per epoch "
-        f"({len(two_hop)} queries) | a full MetaQA epoch (31,311 queries), estimated |", "|---:|---:|---:|---:|---:|---:|",
-        *[f"| {r['trajectories']} | {r['workers']} | {r['queries_per_second']:.1f} | {r['cpu_ms_per_question']:.1f} | "
+        f"| config | trajectories M | training processes | parameters | queries/s | CPU ms per question | "
+        f"seconds per epoch ({len(two_hop)} queries) | a full MetaQA epoch (31,311 queries), estimated |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        *[f"| {r['variant']} | {r['trajectories']} | {r['workers']} | {r['parameters']:,} | "
+          f"{r['queries_per_second']:.1f} | {r['cpu_ms_per_question']:.1f} | "
           f"{r['epoch_seconds']:.1f} | {r['full_metaqa_epoch_estimate_seconds']:.0f} s |" for r in runs], "",
+        *([f"Configs: " + "; ".join(f"{name} = {over}" for name, over in variants.items() if over), ""]
+          if len(variants) > 1 else []),
         "| policy alone, one query at a time | p50 ms | p95 ms |", "|---|---|---|",
-        *[f"| {ops} ops | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for ops, v in latency.items()],
+        *[f"| {name} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for name, v in latency.items()],
     ])
     print(md)
     write_result(f"training-{args.device}-{args.profile}-{THREADS['torch_threads']}t", payload, md)

@@ -83,6 +83,17 @@ CHANGES: dict[str, dict] = {
                      "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True, "hidden_dim": 32},
     "template_m4": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                     "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True, "num_trajectories": 4},
+    # Cheaper models for training throughput (issue: 300 training questions/s on two cores): two
+    # layers instead of three, smaller frontier caps after the first step, batches of 32.
+    "template_l2": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                    "frontier_caps": (40, 80, 120), "lookahead": True, "path_prior": True, "num_trajectories": 4,
+                    "num_layers": 2},
+    "template_caps60": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                        "frontier_caps": (40, 60, 60), "lookahead": True, "path_prior": True,
+                        "num_trajectories": 4},
+    "template_fast": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
+                      "frontier_caps": (40, 60, 60), "lookahead": True, "path_prior": True, "num_trajectories": 4,
+                      "num_layers": 2, "batch_size": 32},
     "lookahead_picks": {"node_types": True, "query_relations": True, "rank_loss": "listwise", "lr": 3e-3,
                         "frontier_caps": (40, 80, 120), "expansion_sizes": (9, 10, 10), "lookahead": True},
 }
