@@ -99,6 +99,41 @@ def concurrency(graph: LiveGraph, seeds_of, queries: np.ndarray, budgets: list[i
             "p95_ms": percentile(latencies, 95), "errors": len(errors), "first_error": errors[:1]}
 
 
+CYPHER_EXACT_QUERIES = 50
+"""Cypher's exact seeding reads every node of the dataset (above a second a query at Prime scale):
+timed on the first 50 queries only."""
+
+
+def exact_seeding(graphs: dict[str, LiveGraph], node_emb: np.ndarray, queries: np.ndarray, k: int) -> dict:
+    """Exact dense seeding alone, timed per query side by side: the procedure, the Cypher statement
+    (when a Cypher setting runs, on the first ``CYPHER_EXACT_QUERIES``), the vector index and the
+    in-memory scan; and how often the procedure's seeds are the scan's."""
+    paths = {"procedure": lambda q: graphs["procedure"].dense_seeds(q, k, exact=True),
+             "vector_index": lambda q: graphs["procedure"].dense_seeds(q, k, exact=False),
+             "memory": lambda q: dense_topk(node_emb, q, k)}
+    cypher = next((g for name, g in graphs.items() if name.startswith("cypher")), None)
+    if cypher is not None:
+        paths["cypher"] = lambda q: cypher.dense_seeds(q, k, exact=True)
+    for i, q in enumerate(queries):  # warm-up: the procedure reads the dataset's sketches on its first call
+        for name, run in paths.items():
+            if name != "cypher" or i < CYPHER_EXACT_QUERIES:
+                run(q)
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    same = 0
+    for i, q in enumerate(queries):
+        got = {}
+        for name, run in paths.items():
+            if name == "cypher" and i >= CYPHER_EXACT_QUERIES:
+                continue
+            t = time.perf_counter()
+            got[name] = run(q)
+            times[name].append((time.perf_counter() - t) * 1000)
+        same += [s for s, _ in got["procedure"]] == got["memory"][0].tolist()
+    out: dict = {name: {"p50": percentile(v, 50), "p95": percentile(v, 95)} for name, v in times.items()}
+    out["same_seeds_fraction"] = same / max(len(queries), 1)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="metaqa")
@@ -202,6 +237,7 @@ def main() -> None:
             same_sets[name] += set(got.node_ids.tolist()) == set(ref.node_ids.tolist())
         sizes.append(runs[settings[0]][i][1].num_nodes)
 
+    exact = exact_seeding(graphs, export.node_emb, queries, args.seeds) if "procedure" in graphs else None
     loads = {name: concurrency(graphs[name], seeds_of, queries, budgets, args.clients, args.seconds)
              for name in loaded}
     probe_after = cpu_probe()
@@ -222,12 +258,13 @@ def main() -> None:
         "ratio_p50_over_memory": {name: v["p50"] / memory["p50"] for name, v in latency.items()},
         "index_recall_at_k0": float(np.mean(recall)) if args.seeding == "dense" else None,
         "same_node_set_fraction": {name: n / len(queries) for name, n in same_sets.items()},
-        "concurrency": loads,
+        "concurrency": loads, "exact_seeding": exact,
     }
     command = (f"python benchmarks/bench_retrieval.py --dataset {args.dataset}"
                + (f" --profile {args.profile}" if args.profile else "")
                + (f" --khop {args.khop}" if args.khop != "procedure,cypher" else "")
-               + (f" --warmup-passes {args.warmup_passes}" if args.warmup_passes != 1 else ""))
+               + (f" --warmup-passes {args.warmup_passes}" if args.warmup_passes != 1 else "")
+               + (f" --tag {args.tag}" if args.tag else ""))
     md = "\n".join([
         f"# Retrieval latency on {args.dataset} ({len(queries)} queries, {args.seeding} seeding, k0={args.seeds}, "
         f"budgets {budgets}, B={args.seeds + sum(budgets)})", "",
@@ -247,6 +284,14 @@ def main() -> None:
         "Same node set as the reference K-hop from the same seeds: "
         + ", ".join(f"{short(name)} {result['same_node_set_fraction'][name]:.3f}" for name in settings)
         + f" of queries. Mean subgraph: {result['mean_subgraph_nodes']:.0f} nodes.", "",
+        *([f"Exact dense seeding alone (k0={args.seeds}, the same queries, after one warm-up pass): procedure "
+           f"(seeder.exactSeeds) p50 {exact['procedure']['p50']:.1f} ms, p95 {exact['procedure']['p95']:.1f} ms"
+           + (f"; Cypher (seeding/exact.cypher, the first {CYPHER_EXACT_QUERIES} queries) p50 "
+              f"{exact['cypher']['p50']:.1f} ms, p95 {exact['cypher']['p95']:.1f} ms"
+              if exact.get("cypher") else "")
+           + f"; vector index p50 {exact['vector_index']['p50']:.1f} ms; in-memory scan p50 "
+           f"{exact['memory']['p50']:.1f} ms. The procedure's seeds equal the in-memory scan's for "
+           f"{exact['same_seeds_fraction']:.3f} of queries.", ""] if exact else []),
         "\n\n".join(f"Concurrency, {short(name)}: {c['clients']} clients for {c['seconds']} s: {c['completed']} "
                      f"queries, {c['throughput_qps']:.1f} queries/s, p50 {c['p50_ms']:.1f} ms, p95 {c['p95_ms']:.1f} ms, "
                      f"{c['errors']} errors." for name, c in loads.items()), "",
