@@ -7,7 +7,8 @@ recall against exact search, and a concurrency run (8 clients, 60 s) for each pa
 
 MetaQA uses its real validation questions (MiniLM); the synthetic graph uses queries near random
 nodes. The server needs the procedures for the procedure rows (`seeder-dgl neo4j start` installs
-them; `--khop cypher` leaves them out). Writes benchmarks/results/retrieval-<dataset>.{json,md}.
+them; `--khop cypher` leaves them out). The procedure runs twice side by side: walking its in-memory
+copy of the relationships (the default) and walking the store. Writes benchmarks/results/retrieval-<dataset>.{json,md}.
 """
 from __future__ import annotations
 
@@ -50,9 +51,13 @@ def query_embeddings(dataset: str, graph: LiveGraph, node_emb: np.ndarray, count
 
 
 def short(setting: str) -> str:
-    """``procedure`` or ``cypher-<partitions>``, in words."""
+    """``procedure``, ``procedure-store`` or ``cypher-<partitions>``, in words."""
     if setting == "procedure":
         return "procedure"
+    if setting == "procedure-store":
+        return "procedure, store walk"
+    if setting == "procedure-exact":
+        return "procedure, exact seeds"
     parts = int(setting.split("-")[1])
     return f"Cypher, {parts} partition{'s' if parts > 1 else ''}"
 
@@ -60,7 +65,12 @@ def short(setting: str) -> str:
 def describe(setting: str) -> str:
     """A table row's name for a setting."""
     if setting == "procedure":
-        return "procedure on the live graph (seeder.khop: all hops in one call)"
+        return "procedure on the live graph (seeder.khop: all hops in one call, on its copy of the relationships)"
+    if setting == "procedure-store":
+        return "procedure on the live graph, walking the store (adjacency: false)"
+    if setting == "procedure-exact":
+        return ("procedure on the live graph, on its copy, seeded exactly (seeder.exactSeeds: the API's default "
+                "with the procedures)")
     return f"Cypher on the live graph, hops in {short(setting).split(', ')[1]}"
 
 
@@ -134,6 +144,18 @@ def exact_seeding(graphs: dict[str, LiveGraph], node_emb: np.ndarray, queries: n
     return out
 
 
+def copy_read_seconds(driver, dataset: str, q: np.ndarray, seeds, budgets: list[int]) -> float:
+    """How long one K-hop takes that reads the procedures' copy of the relationships first: a
+    node created and deleted (of a label of its own) makes the copy stale, as any write does."""
+    driver.execute_query("CREATE (:SeederBenchProbe)")  # two transactions: one that creates and
+    driver.execute_query("MATCH (p:SeederBenchProbe) DELETE p")  # deletes changes nothing
+    waiting = LiveGraph(driver, dataset, khop="procedure", procedure_options={"adjacency_wait": True})
+    t = time.perf_counter()
+    waiting.khop_filter(q, seeds, budgets)
+    assert waiting.last_walked == "copy", waiting.last_walked
+    return time.perf_counter() - t
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="metaqa")
@@ -144,9 +166,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--profile", default=None, help="use a dataset profile's seeds/budgets/seeding (e.g. deep)")
     parser.add_argument("--seeding", default="dense", choices=["dense", "fulltext", "hybrid"])
-    parser.add_argument("--khop", default="procedure,cypher",
-                        help="K-hop paths to time side by side: procedure (seeder-dgl's procedures) and cypher "
-                             "(once per --partitions setting)")
+    parser.add_argument("--khop", default="procedure,procedure-exact,procedure-store,cypher",
+                        help="K-hop paths to time side by side: procedure (seeder-dgl's procedures, walking their "
+                             "in-memory copy of the relationships), procedure-exact (the same from exact seeds), "
+                             "procedure-store (walking the store) and cypher (once per --partitions setting); all "
+                             "but procedure-exact seed through the vector index")
     parser.add_argument("--partitions", default="1,2",
                         help="hop partitions of the Cypher path to time side by side (LiveGraph hop_partitions); "
                              "the last one also runs the concurrency test")
@@ -162,21 +186,29 @@ def main() -> None:
         args.seeds, args.budgets, args.seeding = prof.seeds, ",".join(map(str, prof.budgets)), prof.seeding
     budgets = [int(b) for b in args.budgets.split(",")]
     engines = args.khop.split(",")
-    if not engines or set(engines) - {"procedure", "cypher"}:
-        parser.error(f"--khop takes procedure and/or cypher, not {args.khop!r}")
+    if not engines or set(engines) - {"procedure", "procedure-exact", "procedure-store", "cypher"}:
+        parser.error(f"--khop takes procedure, procedure-exact, procedure-store and/or cypher, not {args.khop!r}")
+    if args.seeding != "dense" and "procedure-exact" in engines:
+        engines.remove("procedure-exact")  # exact seeding is dense seeding
     partitions = [int(p) for p in args.partitions.split(",")]
 
     driver = open_driver()
     graphs: dict[str, LiveGraph] = {}
-    if "procedure" in engines:
+    if any(e.startswith("procedure") for e in engines):
         khop_engine(driver, setting="procedure")  # a one-line error now when the server has none
+    if "procedure" in engines:
         graphs["procedure"] = LiveGraph(driver, args.dataset, khop="procedure")
+    if "procedure-exact" in engines:
+        graphs["procedure-exact"] = LiveGraph(driver, args.dataset, khop="procedure")
+    if "procedure-store" in engines:
+        graphs["procedure-store"] = LiveGraph(driver, args.dataset, khop="procedure",
+                                              procedure_options={"adjacency": False})
     if "cypher" in engines:
         graphs.update({f"cypher-{p}": LiveGraph(driver, args.dataset, hop_partitions=p, khop="cypher")
                        for p in partitions})
     settings = list(graphs)
     # The concurrency run: the procedure, and Cypher with the last partition setting.
-    loaded = [s for s in settings if s == "procedure" or s == f"cypher-{partitions[-1]}"]
+    loaded = [s for s in settings if s.startswith("procedure") or s == f"cypher-{partitions[-1]}"]
     live = graphs[settings[0]]
     live.check_ready()
     t0 = time.perf_counter()
@@ -185,8 +217,10 @@ def main() -> None:
     print(f"export + CSR: {time.perf_counter() - t0:.1f} s", flush=True)
     texts, queries = query_embeddings(args.dataset, live, export.node_emb, args.queries, seed=0)
 
+    exact_seeded = {id(graphs["procedure-exact"])} if "procedure-exact" in graphs else set()
+
     def seeds_of(graph: LiveGraph, i: int):
-        return seed(graph, texts[i], queries[i], args.seeds, args.seeding)
+        return seed(graph, texts[i], queries[i], args.seeds, args.seeding, exact=id(graph) in exact_seeded)
 
     # Warm-up: whole passes over the queries before anything is timed. Right after a restart the
     # JVM is still compiling the hot paths, and on two cores its compiler threads compete with the
@@ -206,6 +240,7 @@ def main() -> None:
                 graphs[name].khop_filter(queries[i], seeds_of(graphs[name], i), budgets)
     timed_ms: dict[str, list[float]] = {s: [] for s in settings}
     runs: dict[str, list] = {s: [] for s in settings}
+    on_copy = exact_same = 0
     # The live paths first, then the in-memory reference: interleaved per query, the reference's
     # scans of the whole embedding matrix would evict the server's working set from the CPU caches.
     for i, q in enumerate(queries):
@@ -217,6 +252,7 @@ def main() -> None:
             got = graphs[name].khop_filter(q, seeds, budgets)
             timed_ms[name].append((time.perf_counter() - t) * 1000)
             runs[name].append((seeds, got))
+            on_copy += name == "procedure" and graphs[name].last_walked == "copy"
     memory_ms, recall, sizes = [], [], []
     same_sets = {s: 0 for s in settings}
     for i, q in enumerate(queries):
@@ -228,6 +264,8 @@ def main() -> None:
             ids, sims = np.array([s for s, _ in seeds], np.int64), np.array([v for _, v in seeds])
         khop_filter(arrays, export.node_emb, export.relation_emb, q, ids, budgets, seed_scores=sims)
         memory_ms.append((time.perf_counter() - t) * 1000)
+        if "procedure-exact" in runs:
+            exact_same += [s for s, _ in runs["procedure-exact"][i][0]] == ids.tolist()
         live_seeds = runs[settings[0]][i][0]
         recall.append(len({s for s, _ in live_seeds} & set(ids.tolist())) / max(args.seeds, 1))
         for name in settings:  # exactness: the reference from the very seeds the live path had
@@ -237,6 +275,8 @@ def main() -> None:
             same_sets[name] += set(got.node_ids.tolist()) == set(ref.node_ids.tolist())
         sizes.append(runs[settings[0]][i][1].num_nodes)
 
+    copy_read = copy_read_seconds(driver, args.dataset, queries[0], seeds_of(graphs["procedure"], 0), budgets) \
+        if "procedure" in graphs else None
     exact = exact_seeding(graphs, export.node_emb, queries, args.seeds) if "procedure" in graphs else None
     loads = {name: concurrency(graphs[name], seeds_of, queries, budgets, args.clients, args.seconds)
              for name in loaded}
@@ -259,10 +299,14 @@ def main() -> None:
         "index_recall_at_k0": float(np.mean(recall)) if args.seeding == "dense" else None,
         "same_node_set_fraction": {name: n / len(queries) for name, n in same_sets.items()},
         "concurrency": loads, "exact_seeding": exact,
+        "procedure_on_copy_fraction": on_copy / len(queries) if "procedure" in graphs else None,
+        "copy_read_seconds": copy_read,
+        "exact_seeds_equal_scan_fraction": exact_same / len(queries) if "procedure-exact" in graphs else None,
     }
     command = (f"python benchmarks/bench_retrieval.py --dataset {args.dataset}"
                + (f" --profile {args.profile}" if args.profile else "")
-               + (f" --khop {args.khop}" if args.khop != "procedure,cypher" else "")
+               + (f" --khop {args.khop}" if args.khop != "procedure,procedure-exact,procedure-store,cypher" else "")
+               + (f" --partitions {args.partitions}" if args.partitions != "1,2" else "")
                + (f" --warmup-passes {args.warmup_passes}" if args.warmup_passes != 1 else "")
                + (f" --tag {args.tag}" if args.tag else ""))
     md = "\n".join([
@@ -278,12 +322,18 @@ def main() -> None:
         f"After {args.warmup_passes} warm-up pass{'es' if args.warmup_passes != 1 else ''} over all queries, "
         "each query ran once per setting, in rotating order, so the settings shared the same load; "
         "the in-memory reference then ran the same queries. Every row includes seeding (the same "
-        "Cypher statements on every path) and reading the subgraph's relationships.", "",
+        "vector-index statement on every path but the exact-seeded one) and reading the subgraph's relationships."
+        + (f" The exact seeds equal the in-memory scan's for {result['exact_seeds_equal_scan_fraction']:.3f} of "
+           "queries." if result["exact_seeds_equal_scan_fraction"] is not None else ""), "",
         (f"Vector index recall@{args.seeds} against exact search: {result['index_recall_at_k0']:.3f}. "
          if args.seeding == "dense" else f"Seeds: {args.seeding} (no vector-index recall to measure). ") +
         "Same node set as the reference K-hop from the same seeds: "
         + ", ".join(f"{short(name)} {result['same_node_set_fraction'][name]:.3f}" for name in settings)
         + f" of queries. Mean subgraph: {result['mean_subgraph_nodes']:.0f} nodes.", "",
+        *([f"The procedure row walked the server's in-memory copy of the relationships in "
+           f"{result['procedure_on_copy_fraction']:.3f} of its timed queries (the copy is read in the background "
+           f"after the first call, and again after every write of nodes, relationships or labels). Reading it anew "
+           f"after a write, within one call that waits for it: {copy_read:.2f} s.", ""] if copy_read is not None else []),
         *([f"Exact dense seeding alone (k0={args.seeds}, the same queries, after one warm-up pass): procedure "
            f"(seeder.exactSeeds) p50 {exact['procedure']['p50']:.1f} ms, p95 {exact['procedure']['p95']:.1f} ms"
            + (f"; Cypher (seeding/exact.cypher, the first {CYPHER_EXACT_QUERIES} queries) p50 "

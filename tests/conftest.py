@@ -71,7 +71,8 @@ def _start_testcontainer(stack: list) -> Neo4jTarget:
     from seeder_dgl.graphstore.server import ServerSettings, default_home
 
     container = Neo4jContainer(NEO4J_IMAGE, password="seeder-dgl").with_env(
-        "NEO4J_db_memory_transaction_max", TEST_TX_MEMORY)
+        "NEO4J_db_memory_transaction_max", TEST_TX_MEMORY).with_env(
+        "NEO4J_dbms_security_procedures_unrestricted", "seeder.trackChanges")
     plugins = build_jar(ServerSettings(home=default_home()).plugins_cache).parent
     container.with_volume_mapping(str(plugins), "/plugins")
     container.start()

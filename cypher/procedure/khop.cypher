@@ -6,10 +6,12 @@
 // $relation_similarity: one map per hop of sim(q, r) per relationship type (a type not in it counts 0).
 // $config: the dataset's property names and the relationship types it traverses (graphstore/schema.py),
 // plus the record's sketch_version, under which the procedure keeps the sketches it reads.
+// walked: "copy" when the hops ran on the server's in-memory copy of the relationships (kept
+// while no write changes them), "store" when they read the store.
 OPTIONAL MATCH (m:SeederDataset {name: $name})
 // A record from before sketch versions: its ingest's finish time, since every write since renews it.
 WITH $config AS config, coalesce(m.sketch_version, toString(m.finished_at)) AS version
 CALL seeder.khop($label, $embedding, $seeds, $budgets, $relation_similarity, $with_edges,
                  config {.*, sketch_version: version})
-YIELD ids, hops, similarities, scores, sources, targets, relations
-RETURN ids, hops, similarities, scores, sources, targets, relations
+YIELD ids, hops, similarities, scores, sources, targets, relations, walked
+RETURN ids, hops, similarities, scores, sources, targets, relations, walked

@@ -83,12 +83,22 @@ class LiveGraph:
     concurrent queries by internal node id (exact: see cypher/retrieval/khop_hop.cypher). Neo4j
     Community runs one query on one core, and scoring a hub's neighbourhood is the slow part of a
     query; 1 turns this off.
+    ``procedure_options``: settings passed to the procedures beside the dataset's property names
+    (their ``config`` map): ``adjacency`` (default true: walk the server's in-memory copy of the
+    relationships while no write has changed them), ``adjacency_wait`` (default false: when there
+    is no valid copy, read one before this call instead of in the background), ``seed_index`` and
+    ``simd``. The result is the same either way; they exist for benchmarks and tests.
     """
 
     def __init__(self, driver: Driver, dataset: str, database: str | None = None,
-                 hop_partitions: int | None = None, khop: str | None = None):
+                 hop_partitions: int | None = None, khop: str | None = None,
+                 procedure_options: dict | None = None):
         self.driver = driver
         self.database = database
+        self.procedure_options = dict(procedure_options or {})
+        #: What the last K-hop through the procedure walked: "copy" (the server's in-memory copy
+        #: of the relationships), "store", or None (none ran yet, or the Cypher path ran).
+        self.last_walked: str | None = None
         self.hop_partitions = default_hop_partitions() if hop_partitions is None else int(hop_partitions)
         if self.hop_partitions < 1:
             raise LiveGraphError(f"hop_partitions must be at least 1, not {self.hop_partitions}")
@@ -192,13 +202,16 @@ class LiveGraph:
         vec = self.query_vector(embedding)
         if exact and self.khop_engine == "procedure":
             rows = self._run("procedure/exact_seeds", "exact dense seeding", label=self.label, k=int(k), embedding=vec,
-                             config=self.schema.procedure_config(), name=self.info.name)
+                             config=self._procedure_config(), name=self.info.name)
         elif exact:
             rows = self._run("seeding/exact", "exact dense seeding", k=int(k), embedding=vec)
         else:
             rows = self._run("seeding/dense", "dense seeding", index=self.index, k=int(k),
                              candidates=int(max(k, candidates)), embedding=vec)
         return [(int(r["id"]), float(r["similarity"])) for r in rows]
+
+    def _procedure_config(self) -> dict:
+        return {**self.schema.procedure_config(), **self.procedure_options}
 
     def relation_similarity(self, embedding: np.ndarray) -> dict[str, float]:
         """sim(q, r) for every relation type, computed here: relations are few."""
@@ -242,7 +255,8 @@ class LiveGraph:
         added = self._lists("procedure/khop", "K-hop expansion", label=self.label, embedding=vec,
                             seeds=[{"id": s, "similarity": sim} for s, sim in seeds], budgets=budgets,
                             relation_similarity=rel_sim, with_edges=with_edges,
-                            config=self.schema.procedure_config(), name=self.info.name)
+                            config=self._procedure_config(), name=self.info.name)
+        self.last_walked = added.get("walked")
         rows = [(int(i), int(h), float(score)) for i, h, score in zip(added["ids"], added["hops"], added["scores"])]
         return rows, added
 

@@ -62,6 +62,11 @@ class ServerSettings:
     """Most heap one transaction may use (``db.memory.transaction.max``, e.g. ``256m``;
     ``SEEDER_NEO4J_TX_MEMORY``). Unset, only Neo4j's pool for all transactions (70% of the heap)
     applies. The tests set it, so a statement whose memory grows out of proportion fails there."""
+    track_changes: bool = True
+    """Let ``seeder.trackChanges`` out of the procedure sandbox
+    (``dbms.security.procedures.unrestricted``): K-hop then walks an in-memory copy of a dataset's
+    relationships between writes. False gives the server every self-managed one has by default,
+    where K-hop walks the store (the tests check both)."""
 
     @staticmethod
     def _int_env(name: str, default: int) -> int:
@@ -271,6 +276,10 @@ class LocalNeo4j:
             f"internal.dbms.index.vector.population_ram_buffer_size={s.vector_buffer_mb}",
             *([f"db.memory.transaction.max={s.tx_memory}"] if s.tx_memory else []),
             *([f"server.directories.plugins={plugins}"] if plugins else []),
+            # seeder.trackChanges registers a transaction listener, which needs a component the
+            # server keeps from sandboxed procedures: with it, K-hop walks an in-memory copy of a
+            # dataset's relationships between writes (neo4j/procedures/.../Changes.java).
+            *(["dbms.security.procedures.unrestricted=seeder.trackChanges"] if plugins and s.track_changes else []),
             "",
         ])
         tmp = s.conf_dir / "neo4j.conf.tmp"

@@ -43,6 +43,15 @@ def _random_graph(name: str):
     return kg, random_embeddings(1500, seed=8)
 
 
+def _ingest_random_graph(driver, name: str):
+    """The random graph ingested as dataset ``name``: (kg, emb, rel_emb, writer); ``writer.reset()`` drops it."""
+    kg, emb = _random_graph(name)
+    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
+    writer = GraphWriter(driver, name)
+    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    return kg, emb, rel_emb, writer
+
+
 def _short_path_graph(name: str):
     """Fewer neighbours than any budget, and partitions left with no candidate at all: a path
     0-1-2-3-4 and two isolated nodes, which dense seeding may pick."""
@@ -115,10 +124,7 @@ def test_khop_equals_reference(neo4j_driver, dataset_label, build, khop_engine):
 def test_khop_with_a_relation_prior_equals_reference(neo4j_driver, dataset_label, khop_engine):
     """Per-hop relation terms (a learned relation prior's) replace sim(q, r) the same way live and
     in memory: a relation favoured at hop 1 and another at hop 2 change the selection alike."""
-    kg, emb = _random_graph(dataset_label)
-    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
-    writer = GraphWriter(neo4j_driver, dataset_label)
-    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
     try:
         live = LiveGraph(neo4j_driver, dataset_label, hop_partitions=2, khop=khop_engine)
         arrays = GraphArrays.from_kg(kg)
@@ -142,10 +148,7 @@ def test_both_backends_keep_the_khop_scores_unrounded_and_agree(neo4j_driver, da
     """``exact_score`` (the float64 scores K-hop ranks by, before the record's float32) is set live
     as in memory, for the same nodes, to ~1e-7 through Cypher (float32 similarities) and ~1e-15
     through the procedures."""
-    kg, emb = _random_graph(dataset_label)
-    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
-    writer = GraphWriter(neo4j_driver, dataset_label)
-    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
     try:
         live = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine)
         memory = MemoryGraph(GraphArrays.from_kg(kg), emb, rel_emb)
@@ -187,10 +190,7 @@ def test_nodes_without_a_sketch_still_give_the_reference_result_and_ingest_adds_
     from seeder_dgl.graphstore.sketch import sketch_properties
     from seeder_dgl.graphstore.writer import unit_vectors
 
-    kg, emb = _random_graph(dataset_label)
-    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
-    writer = GraphWriter(neo4j_driver, dataset_label)
-    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
     try:
         removed = neo4j_driver.execute_query(
             f"MATCH (n:{label_for(dataset_label)}) WHERE n.id % 3 = 0 REMOVE n.sketch, n.sketch_error RETURN count(n) AS c"
@@ -280,10 +280,7 @@ def test_neighbours_of_another_label_are_neither_selected_nor_in_the_way(neo4j_d
     decides whose embedding is read either."""
     from seeder_dgl.graphstore.sketch import sketch_properties
 
-    kg, emb = _random_graph(dataset_label)
-    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
-    writer = GraphWriter(neo4j_driver, dataset_label)
-    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
     foreign = f"{dataset_label}Other"
     try:
         live = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine)
@@ -316,10 +313,7 @@ def test_the_procedures_keep_sketches_per_version_and_an_upsert_renews_it(neo4j_
     sketch and selects the node, as the reference does on the new embeddings."""
     from seeder_dgl.graphstore.upsert import NodeRow, upsert
 
-    kg, emb = _random_graph(dataset_label)
-    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
-    writer = GraphWriter(neo4j_driver, dataset_label)
-    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
     try:
         live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
         q = random_embeddings(1, seed=500)[0]
@@ -367,11 +361,13 @@ def test_the_procedures_keep_sketches_per_version_and_an_upsert_renews_it(neo4j_
         writer.reset()
 
 
+@pytest.mark.parametrize("walk", ["store", "copy"])
 @pytest.mark.parametrize("hub_loops", [2, 0])
 def test_the_procedure_returns_every_relationship_among_the_selected_nodes_once(neo4j_driver, dataset_label,
-                                                                                  seeder_procedures, hub_loops):
+                                                                                  seeder_procedures, hub_loops, walk):
     """The relationships seeder.khop returns with its nodes are those of the graph among them, each
-    once in both directions, self-loops included (on a hub and elsewhere), as the Cypher path reads them."""
+    once in both directions, self-loops included (on a hub and elsewhere), as the Cypher path reads
+    them: walking the store, and walking the server's in-memory copy of the relationships."""
     rng = np.random.default_rng(31)
     n = 600
     hub_edges = np.arange(1, 400)  # node 0: the hub, with hub_loops self-loops
@@ -384,11 +380,13 @@ def test_the_procedure_returns_every_relationship_among_the_selected_nodes_once(
     writer = GraphWriter(neo4j_driver, dataset_label)
     writer.ingest(kg, emb, random_embeddings(3, seed=33), "test-model", progress=False)
     try:
-        procedure = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        options = {"adjacency": False} if walk == "store" else {"adjacency_wait": True}
+        procedure = LiveGraph(neo4j_driver, dataset_label, khop="procedure", procedure_options=options)
         cypher = LiveGraph(neo4j_driver, dataset_label, khop="cypher")
         for i, seeds in enumerate(([(0, 1.0)], [(0, 1.0), (7, 0.5)], [(9, 0.9), (3, 0.2)])):
             q = random_embeddings(1, seed=34 + i)[0]
             sub = procedure.khop_filter(q, seeds, [60, 80])
+            assert procedure.last_walked == walk
             assert 0 in sub.node_ids.tolist()
             triples = sorted(zip(sub.src.tolist(), sub.dst.tolist(), sub.rel.tolist()))
             expected = sorted(zip(*(a.tolist() for a in cypher.induced_edges(sub.node_ids))))
@@ -410,10 +408,7 @@ def test_exact_seeding_sees_nodes_written_outside_seeder_dgl(neo4j_driver, datas
     upsert's new embedding (a new version) is seen the same way."""
     from seeder_dgl.graphstore.upsert import NodeRow, upsert
 
-    kg, emb = _random_graph(dataset_label)
-    rel_emb = random_embeddings(len(kg.relation_names), seed=9)
-    writer = GraphWriter(neo4j_driver, dataset_label)
-    writer.ingest(kg, emb, rel_emb, "test-model", progress=False)
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
     label = label_for(dataset_label)
     try:
         live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
@@ -465,4 +460,121 @@ def test_every_exact_seeding_path_in_the_procedure_gives_the_reference_seeds(neo
             assert [r["id"] for r in records] == ids.tolist()
             np.testing.assert_allclose([r["similarity"] for r in records], sims, rtol=0, atol=1e-12)
     finally:
+        writer.reset()
+
+
+@pytest.mark.parametrize("switches", [{"seed_index": False, "adjacency": False}, {"simd": False, "adjacency": False},
+                                      {"adjacency": False}, {"adjacency_wait": True},
+                                      {"adjacency_wait": True, "seed_index": False}],
+                         ids=["store", "index-scalar", "index-simd", "copy", "copy-store-sketches"])
+def test_every_khop_path_in_the_procedure_gives_the_reference_selection(neo4j_driver, dataset_label,
+                                                                        seeder_procedures, switches):
+    """seeder.khop walks the relationships in the store or in its in-memory copy of them, and bounds
+    each neighbour from its sketch as stored (and cached) or from the in-memory copy of the
+    dataset's sketches that exact seeding keeps, summed in scalar code or in SIMD lanes. The bounds
+    only choose whose embedding is read, and both walks meet the same neighbours, so every way gives
+    the reference's nodes, hops, order and float64 scores."""
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        arrays = GraphArrays.from_kg(kg)
+        for i in range(4):
+            q = emb[3 + 11 * i] + 0.4 * random_embeddings(1, seed=800 + i)[0]
+            ids, sims = dense_topk(emb, q, 4)
+            ref = khop_select(arrays, emb, rel_emb, q, ids, [25, 60], seed_scores=sims)
+            row = neo4j_driver.execute_query(
+                query("procedure/khop"), label=live.label, embedding=live.query_vector(q), budgets=[25, 60],
+                with_edges=False, config={**live.schema.procedure_config(), **switches}, name=dataset_label,
+                seeds=[{"id": int(s), "similarity": float(v)} for s, v in zip(ids, sims)],
+                relation_similarity=[live.relation_similarity(q)] * 2).records[0]
+            picked = slice(len(ids), None)
+            assert row["walked"] == ("copy" if switches.get("adjacency_wait") else "store")
+            assert row["ids"] == ref.node_ids[picked].tolist() and row["hops"] == ref.hop[picked].tolist()
+            np.testing.assert_allclose(row["scores"], ref.score[picked], rtol=0, atol=1e-12)
+    finally:
+        writer.reset()
+
+
+def test_khop_selects_a_neighbour_written_outside_seeder_dgl(neo4j_driver, dataset_label, seeder_procedures):
+    """A node created by the user's own Cypher, without a sketch and under the same sketch version,
+    linked to a seed and carrying the question's vector: the in-memory sketches are read again (the
+    label's node count changed), the node, having no sketch, is scored exactly, and it is the first
+    node of hop 1. Once deleted, K-hop gives what it gave before."""
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
+    label = label_for(dataset_label)
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        q = random_embeddings(1, seed=900)[0]
+        seeds = live.dense_seeds(q, 3, exact=True)
+        before = live.khop_filter(q, seeds, [10, 20], with_edges=False).node_ids.tolist()
+        unit = (q / np.linalg.norm(q)).astype(np.float32)
+        neo4j_driver.execute_query(
+            f"MATCH (s:{label} {{id: $seed}}) CREATE (s)-[:{live.info.relation_types[0]}]->"
+            f"(:{label} {{id: 99999, embedding: $embedding}})", seed=seeds[-1][0], embedding=unit.tolist())
+        sub = live.khop_filter(q, seeds, [10, 20], with_edges=False)
+        assert sub.node_ids.tolist()[len(seeds)] == 99999 and sub.hop.tolist()[len(seeds)] == 1
+        neo4j_driver.execute_query(f"MATCH (n:{label} {{id: 99999}}) DETACH DELETE n")
+        assert live.khop_filter(q, seeds, [10, 20], with_edges=False).node_ids.tolist() == before
+    finally:
+        writer.reset()
+
+
+def test_khop_on_the_copy_of_the_relationships_sees_every_write_at_once(neo4j_driver, dataset_label,
+                                                                        seeder_procedures):
+    """The server's in-memory copy of a dataset's relationships is walked only while no
+    relationship, node or label has been written since it was read. After each write of the user's
+    own Cypher (a new node linked to a seed, its relationships deleted, a label removed and put
+    back), the next call walks the store and sees the write; a call that waits for a new copy
+    walks it and returns the same nodes, scores and relationships."""
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
+    label = label_for(dataset_label)
+    marker = f"{dataset_label}Moved"
+    try:
+        copy = LiveGraph(neo4j_driver, dataset_label, khop="procedure", procedure_options={"adjacency_wait": True})
+        store = LiveGraph(neo4j_driver, dataset_label, khop="procedure", procedure_options={"adjacency": False})
+        default = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        q = random_embeddings(1, seed=950)[0]
+        seeds = copy.dense_seeds(q, 3, exact=True)
+
+        def walks() -> tuple:
+            """K-hop by the default settings (right after a write: the store), then on a new copy,
+            then through the store: all three the same."""
+            got = []
+            for graph, expected in ((default, "store"), (copy, "copy"), (store, "store")):
+                sub = graph.khop_filter(q, seeds, [10, 20])
+                assert graph.last_walked == expected
+                got.append((sub.node_ids.tolist(), sub.hop.tolist(), sub.exact_score.tolist(),
+                            sorted(zip(sub.src.tolist(), sub.dst.tolist(), sub.rel.tolist()))))
+            assert got[0] == got[1] == got[2]
+            return got[0]
+
+        def write(statement: str, **params) -> None:
+            neo4j_driver.execute_query(statement, **params)
+
+        copy.khop_filter(q, seeds, [10, 20])
+        assert copy.last_walked == "copy"
+        write("MATCH (n) WHERE false SET n.x = 1")  # no write at all: the copy stays valid
+        assert default.khop_filter(q, seeds, [10, 20]) is not None and default.last_walked == "copy"
+
+        unit = (q / np.linalg.norm(q)).astype(np.float32)
+        write(f"MATCH (s:{label} {{id: $seed}}) CREATE (s)-[:{copy.info.relation_types[0]}]->"
+              f"(:{label} {{id: 99999, embedding: $embedding}})", seed=seeds[0][0], embedding=unit.tolist())
+        ids, hops, _, _ = walks()
+        assert ids[len(seeds)] == 99999 and hops[len(seeds)] == 1
+
+        write(f"MATCH (:{label} {{id: 99999}})-[r]-() DELETE r")
+        ids, hops, _, _ = walks()
+        assert 99999 not in ids
+        before = ids
+
+        first_hop = next(i for i, h in zip(ids, hops) if h == 1)
+        write(f"MATCH (n:{label} {{id: $id}}) SET n:{marker} REMOVE n:{label}", id=first_hop)
+        ids, _, _, _ = walks()
+        assert first_hop not in ids
+
+        write(f"MATCH (n:{marker}) SET n:{label} REMOVE n:{marker}")
+        write(f"MATCH (n:{label} {{id: 99999}}) DELETE n")
+        assert walks()[0] == before
+    finally:
+        neo4j_driver.execute_query(f"MATCH (n:{marker}) DETACH DELETE n")
         writer.reset()

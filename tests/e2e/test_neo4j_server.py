@@ -145,3 +145,56 @@ def test_transaction_memory_cap_is_validated_and_written(tmp_path, monkeypatch):
     LocalNeo4j(settings).write_config()
     assert not any(line.startswith("db.memory.transaction.max") for line in
                    (settings.conf_dir / "neo4j.conf").read_text().splitlines())
+
+
+def test_track_changes_is_the_one_procedure_let_out_of_the_sandbox(tmp_path):
+    settings = _isolated_settings(tmp_path)
+    plugins = tmp_path / "plugins"
+    LocalNeo4j(settings).write_config(plugins)
+    conf = (settings.conf_dir / "neo4j.conf").read_text().splitlines()
+    assert [line for line in conf if "unrestricted" in line] == [
+        "dbms.security.procedures.unrestricted=seeder.trackChanges"]
+    settings.track_changes = False
+    LocalNeo4j(settings).write_config(plugins)
+    assert not any("unrestricted" in line for line in (settings.conf_dir / "neo4j.conf").read_text().splitlines())
+
+
+def test_khop_walks_the_store_on_a_server_that_keeps_the_procedures_sandboxed(neo4j_target):
+    """A self-managed server with the jar but without the unrestricted setting: seeder.trackChanges
+    cannot run there, so K-hop never trusts a copy of the relationships; it walks the store, with
+    no error, and gives the reference's nodes."""
+    import shutil
+
+    import numpy as np
+    from neo4j import GraphDatabase
+
+    from seeder_dgl.graphstore.live import LiveGraph
+    from seeder_dgl.graphstore.writer import GraphWriter
+    from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_select
+    from tests.conftest import _free_port
+    from tests.helpers.graphs import random_embeddings, random_kg
+
+    if neo4j_target.kind != "local":
+        pytest.skip("the session server is not the project's local one")  # never the case in CI
+    settings = ServerSettings.from_env(home=neo4j_target.server.settings.home, instance="pytest-sandboxed")
+    settings.port, settings.heap, settings.pagecache, settings.track_changes = _free_port(), "512m", "256m", False
+    shutil.rmtree(settings.instance_dir, ignore_errors=True)
+    server = LocalNeo4j(settings)
+    server.start()
+    try:
+        with GraphDatabase.driver(settings.uri, auth=(settings.user, settings.password)) as driver:
+            kg, emb = random_kg("sandboxed", 400, 2400, seed=5), random_embeddings(400, seed=5)
+            rel_emb = random_embeddings(len(kg.relation_names), seed=6)
+            GraphWriter(driver, "sandboxed").ingest(kg, emb, rel_emb, "test-model", progress=False)
+            live = LiveGraph(driver, "sandboxed", khop="procedure", procedure_options={"adjacency_wait": True})
+            q = random_embeddings(1, seed=7)[0]
+            ids, sims = dense_topk(emb, q, 3)
+            for _ in range(2):
+                sub = live.khop_filter(q, list(zip(ids.tolist(), sims.tolist())), [15, 30], with_edges=False)
+                assert live.last_walked == "store"
+            ref = khop_select(GraphArrays.from_kg(kg), emb, rel_emb, q, ids, [15, 30], seed_scores=sims)
+            assert sub.node_ids.tolist() == ref.node_ids.tolist()
+            np.testing.assert_allclose(sub.exact_score, ref.score, atol=1e-12)
+    finally:
+        server.stop()
+        shutil.rmtree(settings.instance_dir, ignore_errors=True)

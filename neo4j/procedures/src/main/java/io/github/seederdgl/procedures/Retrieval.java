@@ -4,11 +4,12 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.IntStream;
 import java.util.stream.Stream;
 
 import org.neo4j.graphdb.Direction;
@@ -39,6 +40,10 @@ import org.neo4j.procedure.TerminationGuard;
  * {@code score(u) = sim(q,u) / 3.0 + via(u)}, ranked by score descending, then id ascending.
  */
 public class Retrieval {
+    /** From this many neighbours on, a hop on the copy bounds them over {@link #BOUND_CHUNKS} cores. */
+    private static final int PARALLEL_BOUNDS = 4096;
+    private static final int BOUND_CHUNKS = Math.min(Runtime.getRuntime().availableProcessors(), 8);
+
     @Context
     public Transaction tx;
 
@@ -59,6 +64,8 @@ public class Retrieval {
         public List<Long> sources = new ArrayList<>();
         public List<Long> targets = new ArrayList<>();
         public List<String> relations = new ArrayList<>();
+        /** What was walked: "copy" (the in-memory copy of the relationships, {@link Adjacency}) or "store". */
+        public String walked = "store";
     }
 
     /** The nodes found among the ids asked for, in the order asked, and their embeddings as one
@@ -84,6 +91,7 @@ public class Retrieval {
     /** One node met by a hop: its best frontier term, then its bounds and exact numbers. */
     private static final class Candidate {
         final Node node;
+        final long nodeId;
         double best = Double.NEGATIVE_INFINITY;
         double via;
         double high;
@@ -92,8 +100,9 @@ public class Retrieval {
         long id;
         private Boolean inDataset;
 
-        Candidate(Node node) {
+        Candidate(Node node, long nodeId) {
             this.node = node;
+            this.nodeId = nodeId;
         }
 
         /** Whether the node has the dataset's label, read once and only when it matters: reading
@@ -112,7 +121,8 @@ public class Retrieval {
             + "adds to the seeds, hop by hop, and the relationships among all of them, as one record of lists; "
             + "config: property names {id, embedding, sketch, sketch_error, type, name}, types (a list of "
             + "relationship types to traverse, null: all) and sketch_version (the dataset record's: sketches read "
-            + "are kept for later calls with the same version; null: none kept)")
+            + "are kept for later calls with the same version; null: none kept), seed_index and simd as for "
+            + "seeder.exactSeeds (neighbours bounded from the in-memory copy of the sketches; the same result)")
     public Stream<Expansion> khop(@Name("label") String label, @Name("embedding") List<Double> embedding,
                                   @Name("seeds") List<Map<String, Object>> seeds,
                                   @Name("budgets") List<Long> budgets,
@@ -127,15 +137,35 @@ public class Retrieval {
                     + " budgets, " + relationSimilarity.size() + " maps");
         }
 
-        // Selected nodes and their ids, in selection order.
-        Map<Node, Long> selected = new LinkedHashMap<>();
+        // The dataset's sketches side by side (see SeedIndex), when the record has a version: a
+        // neighbour's bound is then one lookup and one sum in SIMD lanes instead of a map lookup
+        // and a scalar sum; a neighbour not in it (another label, or created since) is bounded as before.
+        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, labelCount(dataset), tx, guard,
+                cache(label, properties));
+        if (index != null && index.dimension > 0) {
+            scoring.checkDimension(index.dimension);
+        }
+
+        if (properties.adjacency) {
+            Adjacency copy = Adjacency.current(db, tx, dataset, properties, properties.adjacencyWait);
+            Expansion walked = copy == null ? null : khopFromCopy(copy, index, dataset, properties, scoring, seeds,
+                    budgets, relationSimilarity, withEdges);
+            if (walked != null) {
+                return Stream.of(walked);
+            }
+        }
+
+        // Selected nodes (internal id -> position) and their dataset ids, in selection order.
+        LongIntMap selected = new LongIntMap(256);
+        List<Node> selectedNodes = new ArrayList<>();
+        List<Long> selectedIds = new ArrayList<>();
         List<Node> frontier = new ArrayList<>();
         List<Double> frontierSim = new ArrayList<>();
         for (Map<String, Object> seed : seeds) {
             Object id = seed.get("id");
             Node node = tx.findNode(dataset, properties.id, id);
             // A seed that is gone (deleted since seeding) has no neighbours; a repeated one adds nothing.
-            if (node != null && selected.putIfAbsent(node, ((Number) id).longValue()) == null) {
+            if (node != null && select(selected, selectedNodes, selectedIds, node, ((Number) id).longValue())) {
                 frontier.add(node);
                 frontierSim.add(((Number) seed.get("similarity")).doubleValue());
             }
@@ -149,12 +179,12 @@ public class Retrieval {
             // sim(q, r) for this hop: a type missing from the map counts 0, as in the Cypher statement.
             Map<String, Double> relation = new HashMap<>();
             relationSimilarity.get(hop - 1).forEach((type, sim) -> relation.put(type, ((Number) sim).doubleValue()));
-            List<Candidate> picked = hop(dataset, properties, scoring, relation, selected, frontier, frontierSim,
-                    (int) Math.min(budget, Integer.MAX_VALUE));
+            List<Candidate> picked = hop(dataset, properties, scoring, index, relation, selected, frontier,
+                    frontierSim, (int) Math.min(budget, Integer.MAX_VALUE));
             frontier = new ArrayList<>(picked.size());
             frontierSim = new ArrayList<>(picked.size());
             for (Candidate c : picked) {
-                selected.put(c.node, c.id);
+                select(selected, selectedNodes, selectedIds, c.node, c.id);
                 frontier.add(c.node);
                 frontierSim.add(c.similarity);
                 out.ids.add(c.id);
@@ -164,14 +194,14 @@ public class Retrieval {
             }
         }
         if (withEdges) {
-            for (Map.Entry<Node, Long> source : selected.entrySet()) {
-                try (ResourceIterable<Relationship> stored = properties.relationships(source.getKey(),
+            for (int s = 0; s < selectedNodes.size(); s++) {
+                try (ResourceIterable<Relationship> stored = properties.relationships(selectedNodes.get(s),
                         Direction.OUTGOING)) {
                     for (Relationship r : stored) {
-                        Long target = selected.get(r.getEndNode());
-                        if (target != null) {
-                            out.sources.add(source.getValue());
-                            out.targets.add(target);
+                        int target = selected.get(r.getEndNodeId());
+                        if (target != LongIntMap.ABSENT) {
+                            out.sources.add(selectedIds.get(s));
+                            out.targets.add(selectedIds.get(target));
                             out.relations.add(r.getType().name());
                         }
                     }
@@ -181,27 +211,226 @@ public class Retrieval {
         return Stream.of(out);
     }
 
+    /**
+     * {@link #khop} over the in-memory copy of the relationships: the same hops, bounds, exact
+     * scores and order, with each neighbour two array reads instead of a relationship record. Every
+     * node in the copy has the dataset's label (the copy is valid only while no label, node or
+     * relationship was written), so none is checked on the way; each survivor is still found in
+     * the store and scored from its stored embedding. Null when a node is not where the copy says
+     * (a write landed during this call): the caller walks the store instead.
+     */
+    private Expansion khopFromCopy(Adjacency copy, SeedIndex index, Label dataset, Scoring.Properties properties,
+                                   Scoring scoring, List<Map<String, Object>> seeds, List<Long> budgets,
+                                   List<Map<String, Object>> relationSimilarity, boolean withEdges) {
+        LongIntMap selected = new LongIntMap(256);  // row -> position in selection order
+        int[] selectedRows = new int[16];
+        List<Long> selectedIds = new ArrayList<>();
+        int[] frontier = new int[16];
+        double[] frontierSim = new double[16];
+        int width = 0;
+        for (Map<String, Object> seed : seeds) {
+            Object id = seed.get("id");
+            Node node = tx.findNode(dataset, properties.id, id);
+            if (node == null) {
+                continue;  // gone since seeding: no neighbours
+            }
+            int row = copy.row(Scoring.nodeKey(node));
+            if (row == LongIntMap.ABSENT) {
+                return null;
+            }
+            if (selected.putIfAbsent(row, selectedIds.size()) == selectedIds.size()) {
+                selectedRows = append(selectedRows, selectedIds.size(), row);
+                selectedIds.add(((Number) id).longValue());
+                frontier = append(frontier, width, row);
+                frontierSim = append(frontierSim, width, ((Number) seed.get("similarity")).doubleValue());
+                width++;
+            }
+        }
+        Expansion out = new Expansion();
+        out.walked = "copy";
+        double[] bounds = new double[2];
+        long[] id = new long[1];
+        for (int hop = 1; hop <= budgets.size(); hop++) {
+            long budgetGiven = budgets.get(hop - 1);
+            if (width == 0 || budgetGiven <= 0) {
+                break;
+            }
+            int budget = (int) Math.min(budgetGiven, Integer.MAX_VALUE);
+            Map<String, Double> byName = new HashMap<>();
+            relationSimilarity.get(hop - 1).forEach((type, sim) -> byName.put(type, ((Number) sim).doubleValue()));
+            double[] relation = copy.relationSimilarity(byName);
+
+            // Every unselected neighbour of the frontier, and its best frontier term.
+            LongIntMap met = new LongIntMap(1024);
+            int[] candidates = new int[1024];
+            double[] best = new double[1024];
+            int count = 0;
+            for (int f = 0; f < width; f++) {
+                int v = frontier[f];
+                double sim = frontierSim[f];
+                guard.check();
+                for (int e = copy.start(v), stop = copy.stop(v); e < stop; e++) {
+                    int u = copy.neighbour(e);
+                    if (selected.containsKey(u)) {
+                        continue;
+                    }
+                    double term = sim + relation[copy.type(e)];
+                    int at = met.putIfAbsent(u, count);
+                    if (at == count) {
+                        candidates = append(candidates, count, u);
+                        best = append(best, count, term);
+                        count++;
+                    } else if (term > best[at]) {
+                        best[at] = term;
+                    }
+                }
+            }
+            // Pass 1: bounds, as in hop(): from the in-memory sketches (over the cores when there
+            // are many: no store read happens there), then from the store for nodes not in them.
+            double[] low = new double[count];
+            double[] high = new double[count];
+            boolean[] stored = new boolean[count];
+            if (index != null) {
+                boundFromIndex(index, copy.seedRows(index), candidates, count, scoring, properties.simd, low, high,
+                        stored);
+            } else {
+                Arrays.fill(stored, 0, count, true);
+            }
+            Scoring.KthLargest lows = new Scoring.KthLargest(budget);
+            for (int c = 0; c < count; c++) {
+                if (stored[c]) {
+                    Node node = Adjacency.nodeById(tx, copy.node(candidates[c]));
+                    if (node == null) {
+                        return null;
+                    }
+                    scoring.bound(node, bounds);
+                    low[c] = bounds[0];
+                    high[c] = bounds[1];
+                }
+                double via = best[c] / 3.0;
+                lows.offer(via + low[c] / 3.0);
+                high[c] = via + high[c] / 3.0;
+            }
+            double threshold = lows.value();
+            List<Candidate> survivors = new ArrayList<>();
+            for (int c = 0; c < count; c++) {
+                if (high[c] >= threshold) {
+                    guard.check();
+                    Node node = Adjacency.nodeById(tx, copy.node(candidates[c]));
+                    if (node == null || !node.hasLabel(dataset)) {
+                        return null;
+                    }
+                    Candidate candidate = new Candidate(node, candidates[c]);
+                    candidate.via = best[c] / 3.0;
+                    candidate.similarity = scoring.exact(node, id);
+                    candidate.id = id[0];
+                    candidate.score = candidate.similarity / 3.0 + candidate.via;
+                    survivors.add(candidate);
+                }
+            }
+            survivors.sort(Comparator.comparingDouble((Candidate c) -> -c.score).thenComparingLong(c -> c.id));
+            List<Candidate> picked = survivors.size() > budget ? survivors.subList(0, budget) : survivors;
+            width = 0;
+            for (Candidate c : picked) {
+                int row = (int) c.nodeId;  // the row, here
+                selected.putIfAbsent(row, selectedIds.size());
+                selectedRows = append(selectedRows, selectedIds.size(), row);
+                selectedIds.add(c.id);
+                frontier = append(frontier, width, row);
+                frontierSim = append(frontierSim, width, c.similarity);
+                width++;
+                out.ids.add(c.id);
+                out.hops.add((long) hop);
+                out.similarities.add(c.similarity);
+                out.scores.add(c.score);
+            }
+        }
+        if (withEdges) {
+            for (int s = 0; s < selectedIds.size(); s++) {
+                int v = selectedRows[s];
+                for (int e = copy.start(v), stop = copy.stop(v); e < stop; e++) {
+                    if (copy.outgoing(e)) {
+                        int target = selected.get(copy.neighbour(e));
+                        if (target != LongIntMap.ABSENT) {
+                            out.sources.add(selectedIds.get(s));
+                            out.targets.add(selectedIds.get(target));
+                            out.relations.add(copy.typeName(copy.type(e)));
+                        }
+                    }
+                }
+            }
+        }
+        return out;
+    }
+
+    /** Bounds of candidates {@code 0..count-1} (rows of the copy) from the index's sketches, split
+     * over the cores when there are many; {@code stored[c]} marks those the index does not hold. */
+    private static void boundFromIndex(SeedIndex index, int[] seedRows, int[] candidates, int count, Scoring scoring,
+                                       boolean simd, double[] low, double[] high, boolean[] stored) {
+        int chunks = count < PARALLEL_BOUNDS ? 1 : BOUND_CHUNKS;
+        int step = (count + chunks - 1) / chunks;
+        IntStream range = IntStream.range(0, chunks);
+        (chunks > 1 ? range.parallel() : range).forEach(chunk -> {
+            double[] bounds = new double[2];
+            for (int c = chunk * step, stop = Math.min(count, (chunk + 1) * step); c < stop; c++) {
+                int row = seedRows[candidates[c]];
+                if (row == LongIntMap.ABSENT) {
+                    stored[c] = true;
+                } else {
+                    index.bound(row, scoring, simd, bounds);
+                    low[c] = bounds[0];
+                    high[c] = bounds[1];
+                }
+            }
+        });
+    }
+
+    private static int[] append(int[] values, int size, int value) {
+        int[] out = size < values.length ? values : Arrays.copyOf(values, values.length * 2);
+        out[size] = value;
+        return out;
+    }
+
+    private static double[] append(double[] values, int size, double value) {
+        double[] out = size < values.length ? values : Arrays.copyOf(values, values.length * 2);
+        out[size] = value;
+        return out;
+    }
+
+    /** Adds {@code node} to the selection unless it is there; whether it was added. */
+    private static boolean select(LongIntMap selected, List<Node> nodes, List<Long> ids, Node node, long id) {
+        if (selected.putIfAbsent(Scoring.nodeKey(node), nodes.size()) != nodes.size()) {
+            return false;
+        }
+        nodes.add(node);
+        ids.add(id);
+        return true;
+    }
+
     /** The best {@code budget} neighbours of the frontier that are not selected yet, ranked. */
-    private List<Candidate> hop(Label dataset, Scoring.Properties properties, Scoring scoring,
-                                Map<String, Double> relation, Map<Node, Long> selected,
+    private List<Candidate> hop(Label dataset, Scoring.Properties properties, Scoring scoring, SeedIndex index,
+                                Map<String, Double> relation, LongIntMap selected,
                                 List<Node> frontier, List<Double> frontierSim, int budget) {
-        Map<Node, Candidate> met = new HashMap<>();
+        LongIntMap met = new LongIntMap(1024);
         List<Candidate> candidates = new ArrayList<>();
         for (int f = 0; f < frontier.size(); f++) {
             Node v = frontier.get(f);
+            long vId = Scoring.nodeKey(v);
             double sim = frontierSim.get(f);
             try (ResourceIterable<Relationship> edges = properties.relationships(v, Direction.BOTH)) {
                 for (Relationship r : edges) {
                     guard.check();
-                    Node u = r.getOtherNode(v);
-                    if (selected.containsKey(u)) {
+                    long uId = r.getOtherNodeId(vId);
+                    if (selected.containsKey(uId)) {
                         continue;
                     }
-                    Candidate c = met.get(u);
-                    if (c == null) {
-                        c = new Candidate(u);
-                        met.put(u, c);
+                    int at = met.putIfAbsent(uId, candidates.size());
+                    Candidate c;
+                    if (at == candidates.size()) {
+                        c = new Candidate(r.getOtherNode(v), uId);
                         candidates.add(c);
+                    } else {
+                        c = candidates.get(at);
                     }
                     c.best = Math.max(c.best, sim + relation.getOrDefault(r.getType().name(), 0.0));
                 }
@@ -216,7 +445,12 @@ public class Retrieval {
         double[] bounds = new double[2];
         for (Candidate c : candidates) {
             c.via = c.best / 3.0;
-            scoring.bound(c.node, bounds);
+            int row = index == null ? LongIntMap.ABSENT : index.row(c.nodeId);
+            if (row != LongIntMap.ABSENT) {
+                index.bound(row, scoring, properties.simd, bounds);
+            } else {
+                scoring.bound(c.node, bounds);
+            }
             double low = c.via + bounds[0] / 3.0;
             c.high = c.via + bounds[1] / 3.0;
             if (low > lows.value() && c.inDataset(dataset)) {

@@ -64,6 +64,12 @@ final class Scoring {
         /** The index's sums in SIMD lanes where the server can ({@code simd}, default true); false:
          * scalar. Both give the same integers: these two switches exist to show that they do. */
         final boolean simd;
+        /** K-hop walks the in-memory copy of the dataset's relationships while the database has had
+         * no such write since it was read ({@link Adjacency}; config {@code adjacency}, default true). */
+        final boolean adjacency;
+        /** When no valid copy is there, read one in this call before walking it ({@code adjacency_wait},
+         * default false: walk the store now, read the copy in the background). */
+        final boolean adjacencyWait;
 
         Properties(Map<String, Object> config) {
             Map<String, Object> c = config == null ? Map.of() : config;
@@ -77,6 +83,8 @@ final class Scoring {
             sketchVersion = version == null ? null : version.toString();
             seedIndex = flag(c, "seed_index");
             simd = flag(c, "simd");
+            adjacency = flag(c, "adjacency");
+            adjacencyWait = c.get("adjacency_wait") != null && flag(c, "adjacency_wait");
             Object given = c.get("types");
             if (given == null) {
                 types = null;
@@ -170,7 +178,7 @@ final class Scoring {
         double width = NO_SKETCH_ERROR;
         byte[] c = sketch.codes();
         if (c != null) {
-            checkDimension(node, c.length);
+            checkDimension(c.length);
             long dot = 0;
             for (int i = 0; i < c.length; i++) {
                 dot += c[i] * queryCodes[i];
@@ -234,13 +242,13 @@ final class Scoring {
         double sum = 0.0;
         if (value instanceof float[]) {
             float[] z = (float[]) value;
-            checkDimension(node, z.length);
+            checkDimension(z.length);
             for (int i = 0; i < z.length; i++) {
                 sum += (double) z[i] * query[i];
             }
         } else if (value instanceof double[]) {
             double[] z = (double[]) value;
-            checkDimension(node, z.length);
+            checkDimension(z.length);
             for (int i = 0; i < z.length; i++) {
                 sum += z[i] * query[i];
             }
@@ -260,10 +268,6 @@ final class Scoring {
     /** What the query's rounding adds to a bound. */
     double codeError() {
         return codeError;
-    }
-
-    private void checkDimension(Node node, int length) {
-        checkDimension(length);
     }
 
     void checkDimension(int length) {

@@ -53,6 +53,8 @@ final class SeedIndex {
     private final double[] inverseNorm;
     /** Sketch error of node i ({@link Scoring#NO_SKETCH_ERROR} when it has none). */
     private final double[] error;
+    /** Internal id to row, for K-hop, which bounds the neighbours it meets one by one. */
+    private final LongIntMap rows;
 
     private SeedIndex(String version, long count, int dimension, long[] nodes, byte[] codes, double[] inverseNorm,
                       double[] error) {
@@ -63,6 +65,10 @@ final class SeedIndex {
         this.codes = codes;
         this.inverseNorm = inverseNorm;
         this.error = error;
+        this.rows = new LongIntMap(nodes.length);
+        for (int i = 0; i < nodes.length; i++) {
+            rows.putIfAbsent(nodes[i], i);
+        }
     }
 
     int size() {
@@ -143,6 +149,27 @@ final class SeedIndex {
     /** Remembered under the version and count, so that the next call does not try again. */
     private static SeedIndex unusable(String version, long count) {
         return new SeedIndex(version, count, -1, new long[0], new byte[0], new double[0], new double[0]);
+    }
+
+    /** The row of the node with this internal id; {@link LongIntMap#ABSENT} when it is not in the index. */
+    int row(long internalId) {
+        return rows.get(internalId);
+    }
+
+    /**
+     * {low, high} around sim(q, node of {@code row}), as {@link Scoring#bound} gives them from the
+     * same sketch: the same integer sum, scaled by the inverse norm instead of divided by the norm
+     * (a last-bit difference, inside the bound's rounding margin).
+     */
+    void bound(int row, Scoring scoring, boolean simd, double[] out) {
+        double approx = 0.0;
+        double width = Scoring.NO_SKETCH_ERROR;
+        if (inverseNorm[row] != 0.0) {
+            approx = scoring.codeScale() * dot(scoring.queryCodes(), row * dimension, simd) * inverseNorm[row];
+            width = error[row] + scoring.codeError();
+        }
+        out[0] = approx - width;
+        out[1] = approx + width;
     }
 
     /** Internal id of node {@code i}. */
