@@ -6,6 +6,8 @@
 // $relation_similarity: one map per hop of sim(q, r) per relationship type (a type not in it counts 0).
 // $config: the dataset's property names and the relationship types it traverses (graphstore/schema.py),
 // plus the record's sketch_version, under which the procedure keeps the sketches it reads.
+// With config.features, also the embeddings (float32 bytes), types and names of every selected
+// node, read with its score (featureIds: their ids, seeds first), as procedure/node_features gives them.
 // walked: "copy" when the hops ran on the server's in-memory copy of the relationships (kept
 // while no write changes them), "store" when they read the store.
 OPTIONAL MATCH (m:SeederDataset {name: $name})
@@ -13,5 +15,5 @@ OPTIONAL MATCH (m:SeederDataset {name: $name})
 WITH $config AS config, coalesce(m.sketch_version, toString(m.finished_at)) AS version
 CALL seeder.khop($label, $embedding, $seeds, $budgets, $relation_similarity, $with_edges,
                  config {.*, sketch_version: version})
-YIELD ids, hops, similarities, scores, sources, targets, relations, walked
-RETURN ids, hops, similarities, scores, sources, targets, relations, walked
+YIELD ids, hops, similarities, scores, sources, targets, relations, walked, featureIds, embeddings, types, names
+RETURN ids, hops, similarities, scores, sources, targets, relations, walked, featureIds, embeddings, types, names

@@ -44,9 +44,11 @@ class GraphBackend(Protocol):
         """Nodes whose names match the question's words: dicts with id, name, text_score, similarity."""
 
     def khop_filter(self, embedding: np.ndarray, seeds: Seeds, budgets: list[int],
-                    relation_scores: np.ndarray | None = None) -> QuerySubgraph:
+                    relation_scores: np.ndarray | None = None, with_features: bool = False) -> QuerySubgraph:
         """K-hop-with-filtering from ``seeds``: the best ``budgets[h]`` new nodes at hop h+1;
-        ``relation_scores`` [hops, R] replace sim(q, r) hop by hop (a ``RelationPrior``)."""
+        ``relation_scores`` [hops, R] replace sim(q, r) hop by hop (a ``RelationPrior``);
+        ``with_features``: a backend that can read the nodes' features with them (seeder-dgl's
+        procedures) sets ``QuerySubgraph.features``."""
 
     def ego_graph(self, embedding: np.ndarray, seeds: Seeds, hops: int = 2, max_nodes: int = 2000) -> EgoGraph:
         """The seeds' BFS neighbourhood, each overflowing level cut to its most similar nodes (PPR, PCST)."""
@@ -136,14 +138,16 @@ def with_relation_prior(settings: RetrievalSettings, graph, wanted: bool, requir
 
 
 def seed_and_expand(graph: GraphBackend, question: str, embedding: np.ndarray,
-                    settings: RetrievalSettings) -> tuple[Seeds, QuerySubgraph]:
-    """The seeds of ``question`` and the K-hop-with-filtering subgraph grown from them."""
+                    settings: RetrievalSettings, with_features: bool = False) -> tuple[Seeds, QuerySubgraph]:
+    """The seeds of ``question`` and the K-hop-with-filtering subgraph grown from them (with the
+    nodes' features where the backend reads them in the same call and ``with_features``)."""
     seeds, names = seed_linked(graph, question, embedding, settings.seeds, settings.seeding,
                                exact=settings.exact_seeds)
     scores = settings.relation_scores(embedding, question, names)
     if scores is None:
-        return seeds, graph.khop_filter(embedding, seeds, list(settings.budgets))
-    sub = graph.khop_filter(embedding, seeds, list(settings.budgets), relation_scores=scores)
+        return seeds, graph.khop_filter(embedding, seeds, list(settings.budgets), with_features=with_features)
+    sub = graph.khop_filter(embedding, seeds, list(settings.budgets), relation_scores=scores,
+                            with_features=with_features)
     sub.relation_scores = scores.astype(np.float32)  # the policy's path feature reads them
     return seeds, sub
 
@@ -213,7 +217,9 @@ class MemoryGraph:
             self._linked[(question, int(candidates))] = (np.array(embedding, copy=True), hits)
 
     def khop_filter(self, embedding: np.ndarray, seeds: Seeds, budgets: Sequence[int],
-                    relation_scores: np.ndarray | None = None, query_id: int = -1) -> QuerySubgraph:
+                    relation_scores: np.ndarray | None = None, query_id: int = -1,
+                    with_features: bool = False) -> QuerySubgraph:
+        # with_features: node_features is a lookup in the arrays here, so nothing is read ahead.
         sel = khop_select(self.arrays, self.node_emb, self.rel_emb, embedding, [s for s, _ in seeds], list(budgets),
                           seed_scores=[v for _, v in seeds], relation_scores=relation_scores)
         src, dst, rel = induced_edges(self.arrays, sel.node_ids)

@@ -220,11 +220,14 @@ class LiveGraph:
 
     # ---- K-hop-with-filtering ---------------------------------------------------------------
     def khop_filter(self, embedding: np.ndarray, seeds: list[tuple[int, float]], budgets: list[int],
-                    with_edges: bool = True, relation_scores: np.ndarray | None = None) -> QuerySubgraph:
+                    with_edges: bool = True, relation_scores: np.ndarray | None = None,
+                    with_features: bool = False) -> QuerySubgraph:
         """Seeds plus, hop by hop, the best ``budgets[h]`` neighbours of the frontier (docs/method.md, K-hop-with-filtering).
 
         ``relation_scores`` [hops, R] (a learned relation prior's, columns in the record's relation
-        order) replace sim(q, r) hop by hop.
+        order) replace sim(q, r) hop by hop. ``with_features``: through the procedure, the nodes'
+        embeddings, types and names come back in the same call (``QuerySubgraph.features``), read
+        with their scores; through Cypher they are left to ``node_features``.
         """
         vec = self.query_vector(embedding)
         budgets = [int(b) for b in budgets]
@@ -234,7 +237,7 @@ class LiveGraph:
             rel_sim = [{t: float(v) for t, v in zip(self.info.relation_types, row)}
                        for row in np.asarray(relation_scores, dtype=np.float64)[:len(budgets)]]
         if self.khop_engine == "procedure":
-            added, edges = self._expand_in_procedure(vec, seeds, budgets, rel_sim, with_edges)
+            added, edges = self._expand_in_procedure(vec, seeds, budgets, rel_sim, with_edges, with_features)
         else:
             added, edges = self._expand_in_cypher(vec, seeds, budgets, rel_sim), None
         node_ids = np.asarray([s for s, _ in seeds] + [node for node, _, _ in added], dtype=np.int64)
@@ -245,17 +248,35 @@ class LiveGraph:
             src, dst, rel = (np.zeros(0, np.int64),) * 3
         else:
             src, dst, rel = self.induced_edges(node_ids) if edges is None else self._local_edges(node_ids, edges)
+        features = self._features_of(node_ids, edges) if with_features and edges is not None else None
         return QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
-                             score=scores.astype(np.float32), src=src, dst=dst, rel=rel, exact_score=scores)
+                             score=scores.astype(np.float32), src=src, dst=dst, rel=rel, exact_score=scores,
+                             features=features)
+
+    def _features_of(self, node_ids: np.ndarray, found: dict) -> tuple | None:
+        """``node_features`` of ``node_ids`` from what seeder.khop returned with them; None when a
+        node is not among them (a seed gone since seeding: ``node_features`` then says so)."""
+        row_of = {int(node): row for row, node in enumerate(found["featureIds"])}
+        rows = [row_of.get(int(i)) for i in node_ids]
+        if None in rows:
+            return None
+        emb = np.frombuffer(found["embeddings"], dtype="<f4").reshape(-1, self.info.dimension)[rows]
+        return (emb.astype(np.float32, copy=False), [found["types"][r] for r in rows],
+                [found["names"][r] for r in rows])
 
     def _expand_in_procedure(self, vec: list[float], seeds: list[tuple[int, float]], budgets: list[int],
-                             rel_sim: list[dict[str, float]], with_edges: bool) -> tuple[list[tuple[int, int, float]], dict]:
+                             rel_sim: list[dict[str, float]], with_edges: bool,
+                             with_features: bool = False) -> tuple[list[tuple[int, int, float]], dict]:
         """(id, hop, score) of the nodes every hop adds, and the relationships among all selected
-        nodes (``sources``, ``targets``, ``relations``), from one call of seeder.khop."""
+        nodes (``sources``, ``targets``, ``relations``), from one call of seeder.khop; with
+        ``with_features`` also the selected nodes' ``featureIds``, ``embeddings``, ``types`` and ``names``."""
+        config = self._procedure_config()
+        if with_features:
+            config["features"] = True
         added = self._lists("procedure/khop", "K-hop expansion", label=self.label, embedding=vec,
                             seeds=[{"id": s, "similarity": sim} for s, sim in seeds], budgets=budgets,
                             relation_similarity=rel_sim, with_edges=with_edges,
-                            config=self._procedure_config(), name=self.info.name)
+                            config=config, name=self.info.name)
         self.last_walked = added.get("walked")
         rows = [(int(i), int(h), float(score)) for i, h, score in zip(added["ids"], added["hops"], added["scores"])]
         return rows, added

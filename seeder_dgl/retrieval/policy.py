@@ -41,7 +41,7 @@ class PolicyRetriever(GraphRetriever):
         """The seeds and the subgraph the policy ranks for ``question`` (labels always empty)."""
         found = self.expansions.get(question)
         if found is None:
-            return seed_and_expand(self.graph, question, embedding, self.settings)
+            return seed_and_expand(self.graph, question, embedding, self.settings, with_features=True)
         self.reused += 1
         at_seeds = found.hop == 0
         seeds = list(zip(found.node_ids[at_seeds].tolist(), found.score[at_seeds].astype(np.float64).tolist()))
@@ -51,6 +51,7 @@ class PolicyRetriever(GraphRetriever):
         seeds, sub = self.subgraph(question, embedding)
         if sub.num_nodes == 0:
             return Ranked([], seeds, 0)
-        node_emb, types, _ = self.graph.node_features(sub.node_ids)
+        # Read with the subgraph where the backend can (one call to the database instead of two).
+        node_emb, types, _ = sub.features if sub.features is not None else self.graph.node_features(sub.node_ids)
         ranked = self.policy.rank([sub], [node_emb], np.asarray(embedding)[None, :], k=k, node_types=[types])
         return Ranked([(int(i), float(s)) for i, s in ranked[0]] if ranked else [], seeds, sub.num_nodes)

@@ -37,6 +37,10 @@ class QuerySubgraph:
     """float64 [n]: ``score`` before rounding to float32, as the backend computed it (in memory, or
     Neo4j's doubles on the live graph); rankings by score use it, so that rounding never decides an
     order. Not cached."""
+    features: tuple | None = field(default=None, repr=False, compare=False)
+    """(embeddings float32 [n, d], types, names) of ``node_ids``, row for row, when the backend read
+    them with the subgraph (``khop_filter(..., with_features=True)`` through seeder-dgl's procedures);
+    None: ask ``node_features``. Not cached."""
 
     @property
     def num_nodes(self) -> int:

@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.IntStream;
@@ -66,6 +67,12 @@ public class Retrieval {
         public List<String> relations = new ArrayList<>();
         /** What was walked: "copy" (the in-memory copy of the relationships, {@link Adjacency}) or "store". */
         public String walked = "store";
+        /** With config {@code features}: the ids of all selected nodes (seeds first), and their
+         * embeddings (little-endian float32 rows), types and names, as seeder.nodeFeatures gives them. */
+        public List<Long> featureIds = new ArrayList<>();
+        public byte[] embeddings = new byte[0];
+        public List<String> types = new ArrayList<>();
+        public List<String> names = new ArrayList<>();
     }
 
     /** The nodes found among the ids asked for, in the order asked, and their embeddings as one
@@ -76,6 +83,53 @@ public class Retrieval {
         public byte[] embeddings;
         public List<String> types = new ArrayList<>();
         public List<String> names = new ArrayList<>();
+    }
+
+    /** Embeddings, types and names of nodes, row by row, packed as seeder.nodeFeatures sends them. */
+    private static final class FeatureRows {
+        final List<Long> ids = new ArrayList<>();
+        final List<String> types = new ArrayList<>();
+        final List<String> names = new ArrayList<>();
+        private final List<float[]> rows = new ArrayList<>();
+        private final Scoring.Properties properties;
+        private int dimension = -1;
+
+        FeatureRows(Scoring.Properties properties) {
+            this.properties = properties;
+        }
+
+        /** The node with dataset id {@code id}, from its properties as read (embedding, type and name among them). */
+        void add(long id, Map<String, Object> stored) {
+            float[] row = asFloats(stored.get(properties.embedding), id);
+            if (dimension < 0) {
+                dimension = row.length;
+            } else if (row.length != dimension) {
+                throw new IllegalArgumentException("node " + id + " has a " + row.length
+                        + "-dimensional embedding, the nodes before it " + dimension);
+            }
+            rows.add(row);
+            ids.add(id);
+            types.add((String) stored.get(properties.type));
+            // A name property of the user's (adopted in place) may hold a number or be missing: sent
+            // as text, "" for none, as cypher/retrieval/node_features.cypher does.
+            Object name = stored.get(properties.name);
+            names.add(name == null ? "" : name.toString());
+        }
+
+        byte[] embeddings() {
+            ByteBuffer buffer = ByteBuffer.allocate(rows.size() * Math.max(dimension, 0) * Float.BYTES)
+                    .order(ByteOrder.LITTLE_ENDIAN);
+            FloatBuffer floats = buffer.asFloatBuffer();  // a view: writes through, in the buffer's byte order
+            rows.forEach(floats::put);
+            return buffer.array();
+        }
+
+        void into(Expansion out) {
+            out.featureIds = ids;
+            out.embeddings = embeddings();
+            out.types = types;
+            out.names = names;
+        }
     }
 
     public static class Seed {
@@ -98,6 +152,8 @@ public class Retrieval {
         double similarity;
         double score;
         long id;
+        /** The properties read for its exact score (id, embedding, and type and name with features). */
+        Map<String, Object> stored;
         private Boolean inDataset;
 
         Candidate(Node node, long nodeId) {
@@ -122,7 +178,10 @@ public class Retrieval {
             + "config: property names {id, embedding, sketch, sketch_error, type, name}, types (a list of "
             + "relationship types to traverse, null: all) and sketch_version (the dataset record's: sketches read "
             + "are kept for later calls with the same version; null: none kept), seed_index and simd as for "
-            + "seeder.exactSeeds (neighbours bounded from the in-memory copy of the sketches; the same result)")
+            + "seeder.exactSeeds (neighbours bounded from the in-memory copy of the sketches; the same result), "
+            + "adjacency (default true: walk an in-memory copy of the relationships while no write changed them) and "
+            + "adjacency_wait (default false), features (default false: also the embeddings, types and names of the "
+            + "selected nodes, as seeder.nodeFeatures gives them)")
     public Stream<Expansion> khop(@Name("label") String label, @Name("embedding") List<Double> embedding,
                                   @Name("seeds") List<Map<String, Object>> seeds,
                                   @Name("budgets") List<Long> budgets,
@@ -140,7 +199,7 @@ public class Retrieval {
         // The dataset's sketches side by side (see SeedIndex), when the record has a version: a
         // neighbour's bound is then one lookup and one sum in SIMD lanes instead of a map lookup
         // and a scalar sum; a neighbour not in it (another label, or created since) is bounded as before.
-        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, labelCount(dataset), tx, guard,
+        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, () -> labelCount(dataset), tx, guard,
                 cache(label, properties));
         if (index != null && index.dimension > 0) {
             scoring.checkDimension(index.dimension);
@@ -170,6 +229,8 @@ public class Retrieval {
                 frontierSim.add(((Number) seed.get("similarity")).doubleValue());
             }
         }
+        int seedCount = selectedNodes.size();
+        Map<Long, Map<String, Object>> pickedStored = new LinkedHashMap<>();  // features, in selection order
         Expansion out = new Expansion();
         for (int hop = 1; hop <= budgets.size(); hop++) {
             long budget = budgets.get(hop - 1);
@@ -185,6 +246,7 @@ public class Retrieval {
             frontierSim = new ArrayList<>(picked.size());
             for (Candidate c : picked) {
                 select(selected, selectedNodes, selectedIds, c.node, c.id);
+                pickedStored.put(c.id, c.stored);
                 frontier.add(c.node);
                 frontierSim.add(c.similarity);
                 out.ids.add(c.id);
@@ -192,6 +254,14 @@ public class Retrieval {
                 out.similarities.add(c.similarity);
                 out.scores.add(c.score);
             }
+        }
+        if (properties.features) {
+            FeatureRows rows = new FeatureRows(properties);
+            for (int s = 0; s < seedCount; s++) {
+                rows.add(selectedIds.get(s), selectedNodes.get(s).getProperties(properties.scoredKeys()));
+            }
+            pickedStored.forEach((id, stored) -> rows.add(id, stored));
+            rows.into(out);
         }
         if (withEdges) {
             for (int s = 0; s < selectedNodes.size(); s++) {
@@ -244,6 +314,16 @@ public class Retrieval {
                 frontier = append(frontier, width, row);
                 frontierSim = append(frontierSim, width, ((Number) seed.get("similarity")).doubleValue());
                 width++;
+            }
+        }
+        FeatureRows rows = properties.features ? new FeatureRows(properties) : null;
+        if (rows != null) {
+            for (int s = 0; s < selectedIds.size(); s++) {
+                Node seed = Adjacency.nodeById(tx, copy.node(selectedRows[s]));
+                if (seed == null) {
+                    return null;
+                }
+                rows.add(selectedIds.get(s), seed.getProperties(properties.scoredKeys()));
             }
         }
         Expansion out = new Expansion();
@@ -322,7 +402,8 @@ public class Retrieval {
                     }
                     Candidate candidate = new Candidate(node, candidates[c]);
                     candidate.via = best[c] / 3.0;
-                    candidate.similarity = scoring.exact(node, id);
+                    candidate.stored = node.getProperties(properties.scoredKeys());
+                    candidate.similarity = scoring.exact(candidate.stored, id);
                     candidate.id = id[0];
                     candidate.score = candidate.similarity / 3.0 + candidate.via;
                     survivors.add(candidate);
@@ -343,7 +424,13 @@ public class Retrieval {
                 out.hops.add((long) hop);
                 out.similarities.add(c.similarity);
                 out.scores.add(c.score);
+                if (rows != null) {
+                    rows.add(c.id, c.stored);
+                }
             }
+        }
+        if (rows != null) {
+            rows.into(out);
         }
         if (withEdges) {
             for (int s = 0; s < selectedIds.size(); s++) {
@@ -466,7 +553,8 @@ public class Retrieval {
         List<Candidate> survivors = new ArrayList<>();
         for (Candidate c : kept) {
             if (c.high >= threshold && c.inDataset(dataset)) {
-                c.similarity = scoring.exact(c.node, id);
+                c.stored = c.node.getProperties(properties.scoredKeys());
+                c.similarity = scoring.exact(c.stored, id);
                 c.id = id[0];
                 c.score = c.similarity / 3.0 + c.via;
                 survivors.add(c);
@@ -492,7 +580,7 @@ public class Retrieval {
             return Stream.empty();
         }
         int limit = (int) Math.min(k, Integer.MAX_VALUE);
-        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, labelCount(dataset), tx, guard,
+        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, () -> labelCount(dataset), tx, guard,
                 cache(label, properties));
         List<Seed> found = index != null ? indexedSeeds(index, dataset, scoring, properties.simd, limit)
                 : storeSeeds(dataset, scoring, limit);
@@ -591,39 +679,22 @@ public class Retrieval {
         if (ids == null) {
             throw new IllegalArgumentException("no node ids given");
         }
-        Features out = new Features();
-        List<float[]> rows = new ArrayList<>(ids.size());
-        int dimension = -1;
+        FeatureRows rows = new FeatureRows(properties);
         for (Long id : ids) {
             guard.check();
             if (id == null) {
                 throw new IllegalArgumentException("the node ids hold a null");
             }
             Node node = tx.findNode(dataset, properties.id, id);
-            if (node == null) {
-                continue;
+            if (node != null) {
+                rows.add(id, node.getProperties(properties.embedding, properties.type, properties.name));
             }
-            Map<String, Object> stored = node.getProperties(properties.embedding, properties.type, properties.name);
-            float[] row = asFloats(stored.get(properties.embedding), id);
-            if (dimension < 0) {
-                dimension = row.length;
-            } else if (row.length != dimension) {
-                throw new IllegalArgumentException("node " + id + " has a " + row.length
-                        + "-dimensional embedding, the nodes before it " + dimension);
-            }
-            rows.add(row);
-            out.ids.add(id);
-            out.types.add((String) stored.get(properties.type));
-            // A name property of the user's (adopted in place) may hold a number or be missing: sent
-            // as text, "" for none, as cypher/retrieval/node_features.cypher does.
-            Object name = stored.get(properties.name);
-            out.names.add(name == null ? "" : name.toString());
         }
-        ByteBuffer buffer = ByteBuffer.allocate(rows.size() * Math.max(dimension, 0) * Float.BYTES)
-                .order(ByteOrder.LITTLE_ENDIAN);
-        FloatBuffer floats = buffer.asFloatBuffer();  // a view: writes through, in the buffer's byte order
-        rows.forEach(floats::put);
-        out.embeddings = buffer.array();
+        Features out = new Features();
+        out.ids = rows.ids;
+        out.embeddings = rows.embeddings();
+        out.types = rows.types;
+        out.names = rows.names;
         return Stream.of(out);
     }
 

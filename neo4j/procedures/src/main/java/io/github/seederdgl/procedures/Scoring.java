@@ -70,6 +70,9 @@ final class Scoring {
         /** When no valid copy is there, read one in this call before walking it ({@code adjacency_wait},
          * default false: walk the store now, read the copy in the background). */
         final boolean adjacencyWait;
+        /** K-hop also returns the embedding, type and name of every selected node, read once with
+         * its score ({@code features}, default false), so that no second call has to read them. */
+        final boolean features;
 
         Properties(Map<String, Object> config) {
             Map<String, Object> c = config == null ? Map.of() : config;
@@ -85,6 +88,7 @@ final class Scoring {
             simd = flag(c, "simd");
             adjacency = flag(c, "adjacency");
             adjacencyWait = c.get("adjacency_wait") != null && flag(c, "adjacency_wait");
+            features = c.get("features") != null && flag(c, "features");
             Object given = c.get("types");
             if (given == null) {
                 types = null;
@@ -121,6 +125,11 @@ final class Scoring {
                 throw new IllegalArgumentException("config." + key + " must be a property name");
             }
             return name;
+        }
+
+        /** What a selected node's exact score reads: with {@link #features}, its type and name too. */
+        String[] scoredKeys() {
+            return features ? new String[] {id, embedding, type, name} : new String[] {id, embedding};
         }
 
         /** The node's relationships in {@code direction} of the types this dataset traverses. */
@@ -232,7 +241,11 @@ final class Scoring {
     /** The node's id property and sim(q, node); a node without an embedding scores 0, as its zero
      * row in an export of the graph does. */
     double exact(Node node, long[] id) {
-        Map<String, Object> stored = node.getProperties(properties.id, properties.embedding);
+        return exact(node.getProperties(properties.id, properties.embedding), id);
+    }
+
+    /** {@link #exact(Node, long[])} from the node's properties as read (at least id and embedding). */
+    double exact(Map<String, Object> stored, long[] id) {
         Object key = stored.get(properties.id);
         if (!(key instanceof Number)) {
             throw new IllegalArgumentException("a node with the dataset's label has no integer id property");

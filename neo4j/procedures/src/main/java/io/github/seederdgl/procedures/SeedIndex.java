@@ -3,6 +3,8 @@ package io.github.seederdgl.procedures;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
 import java.util.stream.IntStream;
 
 import org.neo4j.graphdb.Label;
@@ -42,6 +44,8 @@ final class SeedIndex {
 
     private final String version;
     private final long count;
+    /** The {@link Changes} counter when the label's count was last found equal to {@link #count}; -1: never. */
+    private long countedAt = -1;
     /** Length of every sketch; -1 marks an index that cannot be built (too large, or sketches of
      * different lengths), remembered so that later calls under the same version do not try again. */
     final int dimension;
@@ -79,7 +83,7 @@ final class SeedIndex {
      * The index of the label under {@code version} when the label has {@code count} nodes, built
      * now if needed; null when there is none to use (no version, or too large).
      */
-    static synchronized SeedIndex of(String database, Label label, Scoring.Properties properties, long count,
+    static synchronized SeedIndex of(String database, Label label, Scoring.Properties properties, LongSupplier count,
                                      Transaction tx, TerminationGuard guard, SketchCache.Generation sketches) {
         // synchronized: concurrent first calls wait for one build instead of each making their own.
         String version = properties.sketchVersion;
@@ -89,11 +93,20 @@ final class SeedIndex {
         String key = database + '\u0000' + label.name() + '\u0000' + properties.sketch + '\u0000'
                 + properties.sketchError;
         SeedIndex index = INDEXES.get(key);
-        if (index == null || !version.equals(index.version) || index.count != count) {
+        // No node or label written since the count was last taken (the database's Changes counter
+        // stands where it stood then): the count cannot have moved, and is not asked again.
+        AtomicLong changes = Changes.counter(database);
+        long stamp = changes == null ? -1 : changes.get();
+        if (index != null && version.equals(index.version) && stamp >= 0 && index.countedAt == stamp) {
+            return index.dimension < 0 ? null : index;
+        }
+        long nodes = count.getAsLong();
+        if (index == null || !version.equals(index.version) || index.count != nodes) {
             INDEXES.remove(key);  // the old index is not kept while the new one is built
-            index = build(version, count, label, properties, tx, guard, sketches);
+            index = build(version, nodes, label, properties, tx, guard, sketches);
             INDEXES.put(key, index);
         }
+        index.countedAt = stamp;
         return index.dimension < 0 ? null : index;
     }
 
