@@ -322,7 +322,7 @@ def main() -> None:
         f"After {args.warmup_passes} warm-up pass{'es' if args.warmup_passes != 1 else ''} over all queries, "
         "each query ran once per setting, in rotating order, so the settings shared the same load; "
         "the in-memory reference then ran the same queries. Every row includes seeding (the same "
-        "vector-index statement on every path but the exact-seeded one) and reading the subgraph's relationships."
+        "seeding statement on every path, except the exact-seeded row's) and reading the subgraph's relationships."
         + (f" The exact seeds equal the in-memory scan's for {result['exact_seeds_equal_scan_fraction']:.3f} of "
            "queries." if result["exact_seeds_equal_scan_fraction"] is not None else ""), "",
         (f"Vector index recall@{args.seeds} against exact search: {result['index_recall_at_k0']:.3f}. "
