@@ -242,6 +242,7 @@ final class Adjacency {
                 new String[0]);
     }
 
+    /** The node with this internal id, or null when it is gone. */
     @SuppressWarnings("deprecation")
     static Node nodeById(Transaction tx, long internalId) {
         try {

@@ -608,7 +608,7 @@ public class Retrieval {
         for (int i = 0; i < n; i++) {
             if (approx[i] + width[i] >= threshold) {
                 guard.check();
-                Node node = nodeById(index.node(i));
+                Node node = Adjacency.nodeById(tx, index.node(i));
                 if (node == null || !node.hasLabel(dataset)) {
                     return storeSeeds(dataset, scoring, limit);
                 }
@@ -655,16 +655,6 @@ public class Retrieval {
         String query = "MATCH (n:`" + dataset.name().replace("`", "``") + "`) RETURN count(n) AS count";
         try (var result = tx.execute(query)) {
             return ((Number) result.next().get("count")).longValue();
-        }
-    }
-
-    /** The node with this internal id, or null when it is gone. */
-    @SuppressWarnings("deprecation")
-    private Node nodeById(long internalId) {
-        try {
-            return tx.getNodeById(internalId);
-        } catch (org.neo4j.graphdb.NotFoundException gone) {
-            return null;
         }
     }
 
