@@ -109,11 +109,17 @@ def subgraph_cypher(label: str, node_ids, id_property: str = "id") -> str:
             "RETURN n, r, m")
 
 
+EXACT_SEEDING_MAX_NODES = 500_000
+"""Largest dataset a Retriever seeds exactly by default. The procedure's scan reads every node's
+384-byte sketch: 6 ms for Prime's 129k nodes, ~150 ms for MAG's 1.87M (benchmarks/README.md)."""
+
+
 class Retriever:
     """Retrieval on one ingested dataset of a live Neo4j graph.
 
     ``exact_seeds``: dense seeds by an exact scan (True) or the vector index (False); None, the
-    default, scans exactly where the server has seeder-dgl's procedures and uses the index elsewhere.
+    default, scans exactly where the server has seeder-dgl's procedures and the dataset has at most
+    ``EXACT_SEEDING_MAX_NODES`` nodes, and uses the index elsewhere.
     """
 
     def __init__(self, dataset: str, *, method: str = "seeder", checkpoint: str | Path | None = None,
@@ -145,9 +151,13 @@ class Retriever:
         self.budgets = tuple(budgets or defaults.budgets)
         self.seeding = check_mode(seeding or defaults.seeding)
         # Dense seeds: exact where the server has seeder-dgl's procedures (a scan of the kept
-        # sketches, as fast as the vector index there), so that live seeds are the ones extract
-        # gave the policy in training; elsewhere the vector index (Cypher's exact scan reads every node).
-        self.exact_seeds = exact_seeds if exact_seeds is not None else self.graph.khop_engine == "procedure"
+        # sketches, as fast as the vector index up to Prime's size), so that live seeds are the ones
+        # extract gave the policy in training; elsewhere the vector index (Cypher's exact scan reads
+        # every node, and past EXACT_SEEDING_MAX_NODES the scan costs more than the rest of a query).
+        if exact_seeds is None:
+            exact_seeds = (self.graph.khop_engine == "procedure"
+                           and self.graph.info.num_nodes <= EXACT_SEEDING_MAX_NODES)
+        self.exact_seeds = exact_seeds
         try:  # the learned relation prior its profile follows, from the dataset's record
             self.relation_prior = with_relation_prior(RetrievalSettings(), self.graph, defaults.relation_prior,
                                                       required=False).relation_prior

@@ -99,7 +99,9 @@ def test_live_dense_seeds_are_the_exact_ones_where_the_server_has_the_procedures
                                                                                   seeder_procedures, monkeypatch):
     """The API's dense seeds by default: an exact scan where the server has seeder-dgl's procedures
     (the seeds extract computed for training, here those of the in-memory scan), the vector index
-    where K-hop runs in Cypher (whose exact scan would read every node); exact_seeds overrides."""
+    where K-hop runs in Cypher (whose exact scan would read every node) or the dataset is larger
+    than EXACT_SEEDING_MAX_NODES; exact_seeds overrides."""
+    import seeder_dgl.api
     from seeder_dgl.api import Retriever
     from seeder_dgl.retrieval.memory import dense_topk
 
@@ -112,6 +114,12 @@ def test_live_dense_seeds_are_the_exact_ones_where_the_server_has_the_procedures
         for query, vector in zip(queries, q):
             served = api.retrieve(query.text, k=15)
             assert sorted(n.id for n in served.nodes if n.seed) == sorted(dense_topk(emb, vector, 3)[0].tolist())
+    monkeypatch.setattr(seeder_dgl.api, "EXACT_SEEDING_MAX_NODES", len(emb) - 1)
+    with Retriever(dataset_label, method="khop", seeding="dense", driver=neo4j_driver, encoder=encoder) as api:
+        assert api.exact_seeds is False
+    monkeypatch.setattr(seeder_dgl.api, "EXACT_SEEDING_MAX_NODES", len(emb))
+    with Retriever(dataset_label, method="khop", seeding="dense", driver=neo4j_driver, encoder=encoder) as api:
+        assert api.exact_seeds is True
     monkeypatch.setenv("SEEDER_KHOP", "cypher")
     with Retriever(dataset_label, method="khop", seeding="dense", driver=neo4j_driver, encoder=encoder) as api:
         assert api.exact_seeds is False

@@ -199,8 +199,7 @@ public class Retrieval {
         // The dataset's sketches side by side (see SeedIndex), when the record has a version: a
         // neighbour's bound is then one lookup and one sum in SIMD lanes instead of a map lookup
         // and a scalar sum; a neighbour not in it (another label, or created since) is bounded as before.
-        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, () -> labelCount(dataset), tx, guard,
-                cache(label, properties));
+        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, () -> labelCount(dataset), tx, guard);
         if (index != null && index.dimension > 0) {
             scoring.checkDimension(index.dimension);
         }
@@ -580,8 +579,7 @@ public class Retrieval {
             return Stream.empty();
         }
         int limit = (int) Math.min(k, Integer.MAX_VALUE);
-        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, () -> labelCount(dataset), tx, guard,
-                cache(label, properties));
+        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, () -> labelCount(dataset), tx, guard);
         List<Seed> found = index != null ? indexedSeeds(index, dataset, scoring, properties.simd, limit)
                 : storeSeeds(dataset, scoring, limit);
         found.sort(Comparator.comparingDouble((Seed s) -> -s.similarity).thenComparingLong(s -> s.id));

@@ -1,7 +1,6 @@
 package io.github.seederdgl.procedures;
 
-import java.util.ArrayList;
-import java.util.List;
+import java.util.Arrays;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
@@ -28,8 +27,11 @@ import org.neo4j.procedure.TerminationGuard;
  * chosen node is found again in the store, must still carry the label, and is scored from its
  * stored embedding.
  *
- * <p>Each index holds at most an eighth of the heap (Prime scale, 129k nodes of 384 dimensions:
- * 52 MB); a larger dataset is seeded through the store as before.
+ * <p>Each index holds at most a quarter of the heap (Prime scale, 129k nodes of 384 dimensions:
+ * 59 MB; MAG scale, 1.87M nodes: 0.8 GB, so a 6 GB heap); a larger dataset is seeded through the
+ * store as before, and whether it fits is known from the label's count and the first sketch,
+ * before the rest is read. The build reads past {@link SketchCache} and then drops that cache's
+ * sketches of the label, which the index holds: the two never keep the same sketches twice.
  */
 final class SeedIndex {
     /** Dimensions summed in ints before the sum moves to a long: each of the four scalar sums then
@@ -37,7 +39,7 @@ final class SeedIndex {
     private static final int BLOCK = 2048;
     /** Below this many multiply-adds a scan stays on the calling thread. */
     private static final long PARALLEL_WORK = 4_000_000L;
-    static final long BUDGET = Runtime.getRuntime().maxMemory() / 8;
+    static final long BUDGET = Runtime.getRuntime().maxMemory() / 4;
     /** Whether {@link VectorDot} can run: its module is loaded and the CPU has the lanes. */
     static final boolean SIMD = simd();
     private static final ConcurrentHashMap<String, SeedIndex> INDEXES = new ConcurrentHashMap<>();
@@ -84,7 +86,7 @@ final class SeedIndex {
      * now if needed; null when there is none to use (no version, or too large).
      */
     static synchronized SeedIndex of(String database, Label label, Scoring.Properties properties, LongSupplier count,
-                                     Transaction tx, TerminationGuard guard, SketchCache.Generation sketches) {
+                                     Transaction tx, TerminationGuard guard) {
         // synchronized: concurrent first calls wait for one build instead of each making their own.
         String version = properties.sketchVersion;
         if (version == null || version.isEmpty() || !properties.seedIndex) {
@@ -103,60 +105,78 @@ final class SeedIndex {
         long nodes = count.getAsLong();
         if (index == null || !version.equals(index.version) || index.count != nodes) {
             INDEXES.remove(key);  // the old index is not kept while the new one is built
-            index = build(version, nodes, label, properties, tx, guard, sketches);
+            index = build(version, nodes, label, properties, tx, guard);
             INDEXES.put(key, index);
+            if (index.dimension >= 0) {
+                // The index holds the label's sketches now; the cache's copies of them would only
+                // take the heap twice (K-hop bounds every node the index has from the index).
+                SketchCache.drop(database, label.name(), properties.sketch);
+            }
         }
         index.countedAt = stamp;
         return index.dimension < 0 ? null : index;
     }
 
     private static SeedIndex build(String version, long count, Label label, Scoring.Properties properties,
-                                   Transaction tx, TerminationGuard guard, SketchCache.Generation sketches) {
-        List<Long> ids = new ArrayList<>();
-        List<SketchCache.Sketch> read = new ArrayList<>();
+                                   Transaction tx, TerminationGuard guard) {
+        // Rows for the label's count now, grown if nodes are added while the scan runs. The sketches
+        // are read past the sketch cache: the index is where they are kept from now on.
+        int capacity = (int) Math.min(Math.max(count, 16L), Integer.MAX_VALUE - 16L);
+        long[] nodes = new long[capacity];
+        double[] inverseNorm = new double[capacity];
+        double[] error = new double[capacity];
+        byte[] codes = null;  // allocated at the first sketch, when its length is known
         int dimension = -1;
-        long bytes = 0;
+        int n = 0;
         try (ResourceIterator<Node> found = tx.findNodes(label)) {
             while (found.hasNext()) {
                 guard.check();
                 Node node = found.next();
-                SketchCache.Sketch sketch = Scoring.sketchOf(node, properties, sketches);
-                if (sketch.codes() != null) {
-                    if (dimension < 0) {
-                        dimension = sketch.codes().length;
-                    } else if (sketch.codes().length != dimension) {
-                        return unusable(version, count);  // the store path reports the mismatch
+                SketchCache.Sketch sketch = Scoring.sketchOf(node, properties, null);
+                byte[] c = sketch.codes();
+                if (c != null && dimension < 0) {
+                    dimension = c.length;
+                    if (bytes(capacity, dimension) > BUDGET || (long) capacity * dimension > Integer.MAX_VALUE - 16) {
+                        return unusable(version, count);  // known before the rest is read
+                    }
+                    codes = new byte[capacity * dimension];
+                } else if (c != null && c.length != dimension) {
+                    return unusable(version, count);  // the store path reports the mismatch
+                }
+                if (n == capacity) {
+                    long grown = Math.min((long) capacity + (capacity >> 1) + 16, Integer.MAX_VALUE - 16L);
+                    if (grown == capacity || bytes(grown, Math.max(dimension, 0)) > BUDGET
+                            || grown * Math.max(dimension, 0) > Integer.MAX_VALUE - 16) {
+                        return unusable(version, count);
+                    }
+                    capacity = (int) grown;
+                    nodes = Arrays.copyOf(nodes, capacity);
+                    inverseNorm = Arrays.copyOf(inverseNorm, capacity);
+                    error = Arrays.copyOf(error, capacity);
+                    if (codes != null) {
+                        codes = Arrays.copyOf(codes, capacity * dimension);
                     }
                 }
-                ids.add(Scoring.nodeKey(node));
-                read.add(sketch);
-                bytes += 40L + Math.max(dimension, 0);
-                if (bytes > BUDGET) {
-                    return unusable(version, count);
+                nodes[n] = Scoring.nodeKey(node);
+                if (c == null) {
+                    error[n] = Scoring.NO_SKETCH_ERROR;
+                } else {
+                    System.arraycopy(c, 0, codes, n * dimension, dimension);
+                    inverseNorm[n] = 1.0 / Math.sqrt(sketch.squares());
+                    error[n] = sketch.error();
                 }
+                n++;
             }
         }
-        int n = ids.size();
-        int d = Math.max(dimension, 0);
-        if ((long) n * d > Integer.MAX_VALUE - 16) {
-            return unusable(version, count);  // more codes than one array holds
-        }
-        long[] nodes = new long[n];
-        byte[] codes = new byte[n * d];
-        double[] inverseNorm = new double[n];
-        double[] error = new double[n];
-        for (int i = 0; i < n; i++) {
-            nodes[i] = ids.get(i);
-            SketchCache.Sketch sketch = read.get(i);
-            if (sketch.codes() == null) {
-                error[i] = Scoring.NO_SKETCH_ERROR;
-            } else {
-                System.arraycopy(sketch.codes(), 0, codes, i * d, d);
-                inverseNorm[i] = 1.0 / Math.sqrt(sketch.squares());
-                error[i] = sketch.error();
-            }
-        }
-        return new SeedIndex(version, count, d, nodes, codes, inverseNorm, error);
+        // The codes array keeps its length (rows past n are never read); the small ones are trimmed.
+        return new SeedIndex(version, count, Math.max(dimension, 0), Arrays.copyOf(nodes, n),
+                codes == null ? new byte[0] : codes, Arrays.copyOf(inverseNorm, n), Arrays.copyOf(error, n));
+    }
+
+    /** Heap taken by an index of {@code rows} sketches of {@code dimension} codes: the codes, the
+     * id, norm and error of each row, and the id-to-row map (two to four slots of 12 bytes a row). */
+    static long bytes(long rows, int dimension) {
+        return rows * (dimension + 24L + 48L);
     }
 
     /** Remembered under the version and count, so that the next call does not try again. */

@@ -55,6 +55,11 @@ final class SketchCache {
     private SketchCache() {
     }
 
+    /** Drops what is kept for this database, label and property (the next call starts empty). */
+    static void drop(String database, String label, String property) {
+        GENERATIONS.remove(database + '\u0000' + label + '\u0000' + property);
+    }
+
     /**
      * The generation of {@code version} for this database, label and property (a new one, dropping
      * the old, when the version changed); null when {@code version} is null: no caching.
