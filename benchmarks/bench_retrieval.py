@@ -69,14 +69,14 @@ def describe(setting: str) -> str:
     if setting == "procedure-store":
         return "procedure on the live graph, walking the store (adjacency: false)"
     if setting == "procedure-exact":
-        return ("procedure on the live graph, on its copy, seeded exactly (seeder.exactSeeds: the API's default "
-                "with the procedures)")
+        return ("procedure on the live graph, on its copy, seeded exactly in the same statement (seeder.exactSeeds "
+                "then seeder.khop: the API's default with the procedures, up to 500,000 nodes)")
     return f"Cypher on the live graph, hops in {short(setting).split(', ')[1]}"
 
 
-def concurrency(graph: LiveGraph, seeds_of, queries: np.ndarray, budgets: list[int], clients: int,
-                seconds: float) -> dict:
-    """``clients`` threads sharing one driver (its pool), each looping over the queries."""
+def concurrency(graph: LiveGraph, retrieve, queries: np.ndarray, clients: int, seconds: float) -> dict:
+    """``clients`` threads sharing one driver (its pool), each looping over the queries
+    (``retrieve(graph, i)``: seeding and K-hop of query i)."""
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -85,10 +85,9 @@ def concurrency(graph: LiveGraph, seeds_of, queries: np.ndarray, budgets: list[i
     def client(offset: int) -> None:
         i = offset
         while time.perf_counter() < stop_at:
-            q = queries[i % len(queries)]
             t = time.perf_counter()
             try:
-                graph.khop_filter(q, seeds_of(graph, i % len(queries)), budgets)
+                retrieve(graph, i % len(queries))
             except Exception as exc:  # counted, not raised: the run reports them
                 with lock:
                     errors.append(str(exc)[:200])
@@ -114,9 +113,10 @@ CYPHER_EXACT_QUERIES = 50
 timed on the first 50 queries only."""
 
 
-def exact_seeding(graphs: dict[str, LiveGraph], node_emb: np.ndarray, queries: np.ndarray, k: int) -> dict:
+def exact_seeding(graphs: dict[str, LiveGraph], node_emb: np.ndarray, queries: np.ndarray, k: int,
+                  cypher_queries: int = CYPHER_EXACT_QUERIES) -> dict:
     """Exact dense seeding alone, timed per query side by side: the procedure, the Cypher statement
-    (when a Cypher setting runs, on the first ``CYPHER_EXACT_QUERIES``), the vector index and the
+    (when a Cypher setting runs, on the first ``cypher_queries``), the vector index and the
     in-memory scan; and how often the procedure's seeds are the scan's."""
     paths = {"procedure": lambda q: graphs["procedure"].dense_seeds(q, k, exact=True),
              "vector_index": lambda q: graphs["procedure"].dense_seeds(q, k, exact=False),
@@ -126,14 +126,14 @@ def exact_seeding(graphs: dict[str, LiveGraph], node_emb: np.ndarray, queries: n
         paths["cypher"] = lambda q: cypher.dense_seeds(q, k, exact=True)
     for i, q in enumerate(queries):  # warm-up: the procedure reads the dataset's sketches on its first call
         for name, run in paths.items():
-            if name != "cypher" or i < CYPHER_EXACT_QUERIES:
+            if name != "cypher" or i < cypher_queries:
                 run(q)
     times: dict[str, list[float]] = {name: [] for name in paths}
     same = 0
     for i, q in enumerate(queries):
         got = {}
         for name, run in paths.items():
-            if name == "cypher" and i >= CYPHER_EXACT_QUERIES:
+            if name == "cypher" and i >= cypher_queries:
                 continue
             t = time.perf_counter()
             got[name] = run(q)
@@ -176,8 +176,11 @@ def main() -> None:
                              "the last one also runs the concurrency test")
     parser.add_argument("--tag", default=None, help="suffix of the results file, to keep several runs")
     parser.add_argument("--no-exact-seeding", dest="exact_seeding", action="store_false",
-                        help="skip timing exact seeding alone (at MAG scale the dataset's sketches exceed the "
-                             "procedure's in-memory budget, and each exact seeding reads the store for seconds)")
+                        help="skip timing exact seeding alone (where the dataset's sketches exceed the "
+                             "procedure's in-memory budget, each exact seeding reads the store for seconds)")
+    parser.add_argument("--cypher-exact-queries", type=int, default=CYPHER_EXACT_QUERIES,
+                        help="queries on which exact seeding alone is also timed through Cypher's scan "
+                             "(at MAG scale one scan takes ~15 s)")
     parser.add_argument("--warmup-passes", type=int, default=1,
                         help="untimed passes over all queries first (the first one is reported on its own)")
     args = parser.parse_args()
@@ -225,34 +228,41 @@ def main() -> None:
     def seeds_of(graph: LiveGraph, i: int):
         return seed(graph, texts[i], queries[i], args.seeds, args.seeding, exact=id(graph) in exact_seeded)
 
+    def retrieve(graph: LiveGraph, i: int):
+        """Seeds and subgraph of query i as the API gets them: exact dense seeds in the same
+        statement as K-hop (one round trip), other seeds first."""
+        if id(graph) in exact_seeded:
+            return graph.exact_seeds_khop_filter(queries[i], args.seeds, budgets)
+        seeds = seeds_of(graph, i)
+        return seeds, graph.khop_filter(queries[i], seeds, budgets)
+
     # Warm-up: whole passes over the queries before anything is timed. Right after a restart the
     # JVM is still compiling the hot paths, and on two cores its compiler threads compete with the
     # queries (MetaQA: p50 40.9 ms in the first pass, 32.2 ms after it). The first pass is timed
     # too and reported on its own: it is what the first queries after a restart see.
     warmup_ms: dict[str, list[float]] = {s: [] for s in settings}
     for n in range(args.warmup_passes):
-        for i, q in enumerate(queries):
+        for i in range(len(queries)):
             for name in settings:
                 t = time.perf_counter()
-                graphs[name].khop_filter(q, seeds_of(graphs[name], i), budgets)
+                retrieve(graphs[name], i)
                 if n == 0:
                     warmup_ms[name].append((time.perf_counter() - t) * 1000)
     if not args.warmup_passes:
         for i in range(min(10, len(queries))):  # at least the query plans
             for name in settings:
-                graphs[name].khop_filter(queries[i], seeds_of(graphs[name], i), budgets)
+                retrieve(graphs[name], i)
     timed_ms: dict[str, list[float]] = {s: [] for s in settings}
     runs: dict[str, list] = {s: [] for s in settings}
     on_copy = exact_same = 0
     # The live paths first, then the in-memory reference: interleaved per query, the reference's
     # scans of the whole embedding matrix would evict the server's working set from the CPU caches.
-    for i, q in enumerate(queries):
+    for i in range(len(queries)):
         # Every setting runs each query in turn (rotating who goes first), so they share the load.
         for j in range(len(settings)):
             name = settings[(i + j) % len(settings)]
             t = time.perf_counter()
-            seeds = seeds_of(graphs[name], i)
-            got = graphs[name].khop_filter(q, seeds, budgets)
+            seeds, got = retrieve(graphs[name], i)
             timed_ms[name].append((time.perf_counter() - t) * 1000)
             runs[name].append((seeds, got))
             on_copy += name == "procedure" and graphs[name].last_walked == "copy"
@@ -280,9 +290,9 @@ def main() -> None:
 
     copy_read = copy_read_seconds(driver, args.dataset, queries[0], seeds_of(graphs["procedure"], 0), budgets) \
         if "procedure" in graphs else None
-    exact = exact_seeding(graphs, export.node_emb, queries, args.seeds) \
+    exact = exact_seeding(graphs, export.node_emb, queries, args.seeds, args.cypher_exact_queries) \
         if "procedure" in graphs and args.exact_seeding else None
-    loads = {name: concurrency(graphs[name], seeds_of, queries, budgets, args.clients, args.seconds)
+    loads = {name: concurrency(graphs[name], retrieve, queries, args.clients, args.seconds)
              for name in loaded}
     probe_after = cpu_probe()
 
@@ -315,7 +325,9 @@ def main() -> None:
                + (f" --seconds {args.seconds:g}" if args.seconds != 60.0 else "")
                + (f" --warmup-passes {args.warmup_passes}" if args.warmup_passes != 1 else "")
                + (f" --tag {args.tag}" if args.tag else "")
-               + ("" if args.exact_seeding else " --no-exact-seeding"))
+               + ("" if args.exact_seeding else " --no-exact-seeding")
+               + (f" --cypher-exact-queries {args.cypher_exact_queries}"
+                  if args.cypher_exact_queries != CYPHER_EXACT_QUERIES else ""))
     md = "\n".join([
         f"# Retrieval latency on {args.dataset} ({len(queries)} queries, {args.seeding} seeding, k0={args.seeds}, "
         f"budgets {budgets}, B={args.seeds + sum(budgets)})", "",
@@ -343,7 +355,7 @@ def main() -> None:
            f"after a write, within one call that waits for it: {copy_read:.2f} s.", ""] if copy_read is not None else []),
         *([f"Exact dense seeding alone (k0={args.seeds}, the same queries, after one warm-up pass): procedure "
            f"(seeder.exactSeeds) p50 {exact['procedure']['p50']:.1f} ms, p95 {exact['procedure']['p95']:.1f} ms"
-           + (f"; Cypher (seeding/exact.cypher, the first {CYPHER_EXACT_QUERIES} queries) p50 "
+           + (f"; Cypher (seeding/exact.cypher, the first {min(args.cypher_exact_queries, len(queries))} queries) p50 "
               f"{exact['cypher']['p50']:.1f} ms, p95 {exact['cypher']['p95']:.1f} ms"
               if exact.get("cypher") else "")
            + f"; vector index p50 {exact['vector_index']['p50']:.1f} ms; in-memory scan p50 "

@@ -229,7 +229,28 @@ class LiveGraph:
         embeddings, types and names come back in the same call (``QuerySubgraph.features``), read
         with their scores; through Cypher they are left to ``node_features``.
         """
+        return self._khop(self.query_vector(embedding), embedding, seeds, budgets, with_edges, relation_scores,
+                          with_features)
+
+    def exact_seeds_khop_filter(self, embedding: np.ndarray, k: int, budgets: list[int],
+                                with_edges: bool = True, relation_scores: np.ndarray | None = None,
+                                with_features: bool = False) -> tuple[list[tuple[int, float]], QuerySubgraph]:
+        """``dense_seeds(embedding, k, exact=True)`` and ``khop_filter`` from those seeds: through the
+        procedure in one statement (one round trip, the embedding sent once), elsewhere as two calls."""
+        if self.khop_engine != "procedure" or k <= 0:
+            seeds = self.dense_seeds(embedding, k, exact=True)
+            return seeds, self.khop_filter(embedding, seeds, budgets, with_edges, relation_scores, with_features)
         vec = self.query_vector(embedding)
+        found: dict = {}
+        sub = self._khop(vec, embedding, None, budgets, with_edges, relation_scores, with_features, k=int(k),
+                         found=found)
+        return found["seeds"], sub
+
+    def _khop(self, vec: list[float], embedding: np.ndarray, seeds: list[tuple[int, float]] | None,
+              budgets: list[int], with_edges: bool, relation_scores: np.ndarray | None, with_features: bool,
+              k: int = 0, found: dict | None = None) -> QuerySubgraph:
+        """``khop_filter`` from ``seeds``, or (``seeds`` None, procedure only) from the exact top ``k``,
+        which are put in ``found["seeds"]``."""
         budgets = [int(b) for b in budgets]
         if relation_scores is None:
             rel_sim = [self.relation_similarity(embedding)] * len(budgets)
@@ -237,7 +258,12 @@ class LiveGraph:
             rel_sim = [{t: float(v) for t, v in zip(self.info.relation_types, row)}
                        for row in np.asarray(relation_scores, dtype=np.float64)[:len(budgets)]]
         if self.khop_engine == "procedure":
-            added, edges = self._expand_in_procedure(vec, seeds, budgets, rel_sim, with_edges, with_features)
+            added, edges = self._expand_in_procedure(vec, seeds, budgets, rel_sim, with_edges, with_features, k)
+            if seeds is None:
+                # seeder.exactSeeds's order (best first, ties by smaller id), whatever order collect() kept.
+                seeds = sorted(((int(s["id"]), float(s["similarity"])) for s in edges["seeds"]),
+                               key=lambda s: (-s[1], s[0]))
+                found["seeds"] = seeds
         else:
             added, edges = self._expand_in_cypher(vec, seeds, budgets, rel_sim), None
         node_ids = np.asarray([s for s, _ in seeds] + [node for node, _, _ in added], dtype=np.int64)
@@ -264,19 +290,24 @@ class LiveGraph:
         return (emb.astype(np.float32, copy=False), [found["types"][r] for r in rows],
                 [found["names"][r] for r in rows])
 
-    def _expand_in_procedure(self, vec: list[float], seeds: list[tuple[int, float]], budgets: list[int],
+    def _expand_in_procedure(self, vec: list[float], seeds: list[tuple[int, float]] | None, budgets: list[int],
                              rel_sim: list[dict[str, float]], with_edges: bool,
-                             with_features: bool = False) -> tuple[list[tuple[int, int, float]], dict]:
+                             with_features: bool = False, k: int = 0) -> tuple[list[tuple[int, int, float]], dict]:
         """(id, hop, score) of the nodes every hop adds, and the relationships among all selected
         nodes (``sources``, ``targets``, ``relations``), from one call of seeder.khop; with
-        ``with_features`` also the selected nodes' ``featureIds``, ``embeddings``, ``types`` and ``names``."""
+        ``with_features`` also the selected nodes' ``featureIds``, ``embeddings``, ``types`` and ``names``.
+        ``seeds`` None: from the exact top ``k`` in the same statement (also returned, as ``seeds``)."""
         config = self._procedure_config()
         if with_features:
             config["features"] = True
-        added = self._lists("procedure/khop", "K-hop expansion", label=self.label, embedding=vec,
-                            seeds=[{"id": s, "similarity": sim} for s, sim in seeds], budgets=budgets,
-                            relation_similarity=rel_sim, with_edges=with_edges,
-                            config=config, name=self.info.name)
+        common = dict(label=self.label, embedding=vec, budgets=budgets, relation_similarity=rel_sim,
+                      with_edges=with_edges, config=config, name=self.info.name)
+        if seeds is None:
+            added = self._lists("procedure/exact_seeds_khop", "exact dense seeding and K-hop expansion", k=k,
+                                **common)
+        else:
+            added = self._lists("procedure/khop", "K-hop expansion",
+                                seeds=[{"id": s, "similarity": sim} for s, sim in seeds], **common)
         self.last_walked = added.get("walked")
         rows = [(int(i), int(h), float(score)) for i, h, score in zip(added["ids"], added["hops"], added["scores"])]
         return rows, added

@@ -51,6 +51,33 @@ def test_exact_seeding_matches_numpy(neo4j_driver, dataset_label, small_graph, k
     assert graph.dense_seeds(q, 0) == []
 
 
+def test_exact_seeds_and_khop_in_one_statement_equal_the_two_calls(neo4j_driver, dataset_label, small_graph,
+                                                                    khop_engine):
+    """exact_seeds_khop_filter (one statement through the procedures, two calls through Cypher)
+    gives the seeds of dense_seeds(exact=True) and the subgraph khop_filter grows from them: same
+    nodes, hops, float64 scores, relationships and features, with sim(q, r) and with a prior's scores."""
+    graph = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine)
+    relations = len(graph.info.relation_types)
+    for n in (5, 6):
+        q = random_embeddings(1, seed=n)[0]
+        for scores in (None, np.random.default_rng(n).random((2, relations))):
+            seeds, sub = graph.exact_seeds_khop_filter(q, 3, [10, 20], relation_scores=scores, with_features=True)
+            expected_seeds = graph.dense_seeds(q, 3, exact=True)
+            expected = graph.khop_filter(q, expected_seeds, [10, 20], relation_scores=scores, with_features=True)
+            assert seeds == expected_seeds and len(seeds) == 3
+            assert sub.node_ids.tolist() == expected.node_ids.tolist() and sub.num_nodes == 33
+            assert sub.hop.tolist() == expected.hop.tolist()
+            np.testing.assert_array_equal(sub.exact_score, expected.exact_score)
+            assert (sub.src.tolist(), sub.dst.tolist(), sub.rel.tolist()) == (
+                expected.src.tolist(), expected.dst.tolist(), expected.rel.tolist())
+            if khop_engine == "procedure":
+                assert np.array_equal(sub.features[0], expected.features[0])
+                assert sub.features[1:] == expected.features[1:]
+            else:
+                assert sub.features is None and expected.features is None
+    assert graph.exact_seeds_khop_filter(q, 0, [10, 20])[0] == []
+
+
 def test_khop_subgraph_is_bounded_and_induced(neo4j_driver, dataset_label, small_graph, khop_engine):
     graph = LiveGraph(neo4j_driver, dataset_label, khop=khop_engine)
     q = random_embeddings(1, seed=5)[0]

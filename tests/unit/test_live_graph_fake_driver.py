@@ -153,6 +153,24 @@ def test_khop_runs_in_one_procedure_call_when_the_server_has_the_procedures(monk
     assert any("seeder.exactSeeds(" in t for t, _ in driver.calls)
 
 
+def test_exact_seeds_and_khop_go_to_the_server_as_one_statement(monkeypatch):
+    """exact_seeds_khop_filter: one statement that seeds exactly and expands from those seeds in
+    the server; the seeds come back with the subgraph and head it, hop 0."""
+    monkeypatch.delenv("SEEDER_KHOP", raising=False)
+    driver = _server_with_procedures({"seeds": [{"id": 7, "similarity": 0.9}, {"id": 3, "similarity": 0.8}],
+                                      "ids": [4], "hops": [1], "similarities": [0.5], "scores": [0.5],
+                                      "sources": [7], "targets": [4], "relations": ["DIRECTED_BY"]})
+    graph = LiveGraph(driver, "movies")
+    seeds, sub = graph.exact_seeds_khop_filter(np.array([2.0, 0, 0, 0]), 2, [1, 0])
+    assert seeds == [(7, 0.9), (3, 0.8)]
+    assert sub.node_ids.tolist() == [7, 3, 4] and sub.hop.tolist() == [0, 0, 1]
+    assert sub.exact_score.tolist() == [0.9, 0.8, 0.5]
+    assert sorted(zip(sub.src.tolist(), sub.dst.tolist())) == [(0, 2), (2, 0)]
+    (text, params), = [(t, p) for t, p in driver.calls if "seeder." in t and "SHOW" not in t]
+    assert "seeder.exactSeeds(" in text and "seeder.khop(" in text
+    assert params["k"] == 2 and "seeds" not in params and params["budgets"] == [1, 0]
+
+
 def test_the_server_is_asked_once_per_driver_and_every_read_runs_in_read_mode(monkeypatch):
     monkeypatch.delenv("SEEDER_KHOP", raising=False)
     driver = _server_with_procedures({"ids": [], "hops": [], "similarities": [], "scores": [], "sources": [],
