@@ -43,6 +43,7 @@ final class SeedIndex {
     /** Whether {@link VectorDot} can run: its module is loaded and the CPU has the lanes. */
     static final boolean SIMD = simd();
     private static final ConcurrentHashMap<String, SeedIndex> INDEXES = new ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<String, Object> LOCKS = new ConcurrentHashMap<>();
 
     private final String version;
     private final long count;
@@ -85,36 +86,39 @@ final class SeedIndex {
      * The index of the label under {@code version} when the label has {@code count} nodes, built
      * now if needed; null when there is none to use (no version, or too large).
      */
-    static synchronized SeedIndex of(String database, Label label, Scoring.Properties properties, LongSupplier count,
-                                     Transaction tx, TerminationGuard guard) {
-        // synchronized: concurrent first calls wait for one build instead of each making their own.
+    static SeedIndex of(String database, Label label, Scoring.Properties properties, LongSupplier count,
+                        Transaction tx, TerminationGuard guard) {
         String version = properties.sketchVersion;
         if (version == null || version.isEmpty() || !properties.seedIndex) {
             return null;
         }
         String key = database + '\u0000' + label.name() + '\u0000' + properties.sketch + '\u0000'
                 + properties.sketchError;
-        SeedIndex index = INDEXES.get(key);
-        // No node or label written since the count was last taken (the database's Changes counter
-        // stands where it stood then): the count cannot have moved, and is not asked again.
-        AtomicLong changes = Changes.counter(database);
-        long stamp = changes == null ? -1 : changes.get();
-        if (index != null && version.equals(index.version) && stamp >= 0 && index.countedAt == stamp) {
+        // One lock per index: concurrent first calls on a dataset wait for one build instead of each
+        // making their own, while calls on other datasets go on (MAG scale's build takes ~30 s).
+        synchronized (LOCKS.computeIfAbsent(key, k -> new Object())) {
+            SeedIndex index = INDEXES.get(key);
+            // No node or label written since the count was last taken (the database's Changes counter
+            // stands where it stood then): the count cannot have moved, and is not asked again.
+            AtomicLong changes = Changes.counter(database);
+            long stamp = changes == null ? -1 : changes.get();
+            if (index != null && version.equals(index.version) && stamp >= 0 && index.countedAt == stamp) {
+                return index.dimension < 0 ? null : index;
+            }
+            long nodes = count.getAsLong();
+            if (index == null || !version.equals(index.version) || index.count != nodes) {
+                INDEXES.remove(key);  // the old index is not kept while the new one is built
+                index = build(version, nodes, label, properties, tx, guard);
+                INDEXES.put(key, index);
+                if (index.dimension >= 0) {
+                    // The index holds the label's sketches now; the cache's copies of them would only
+                    // take the heap twice (K-hop bounds every node the index has from the index).
+                    SketchCache.drop(database, label.name(), properties.sketch);
+                }
+            }
+            index.countedAt = stamp;
             return index.dimension < 0 ? null : index;
         }
-        long nodes = count.getAsLong();
-        if (index == null || !version.equals(index.version) || index.count != nodes) {
-            INDEXES.remove(key);  // the old index is not kept while the new one is built
-            index = build(version, nodes, label, properties, tx, guard);
-            INDEXES.put(key, index);
-            if (index.dimension >= 0) {
-                // The index holds the label's sketches now; the cache's copies of them would only
-                // take the heap twice (K-hop bounds every node the index has from the index).
-                SketchCache.drop(database, label.name(), properties.sketch);
-            }
-        }
-        index.countedAt = stamp;
-        return index.dimension < 0 ? null : index;
     }
 
     private static SeedIndex build(String version, long count, Label label, Scoring.Properties properties,
