@@ -11,6 +11,7 @@ CALL (config) {
   RETURN collect({id: id, similarity: similarity}) AS seeds
 }
 CALL seeder.khop($label, $embedding, seeds, $budgets, $relation_similarity, $with_edges, config)
-YIELD ids, hops, similarities, scores, sources, targets, relations, walked, featureIds, embeddings, types, names
-RETURN seeds, ids, hops, similarities, scores, sources, targets, relations, walked, featureIds, embeddings, types,
-       names
+YIELD ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings, types,
+      names
+RETURN seeds, ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings,
+       types, names

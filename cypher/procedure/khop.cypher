@@ -9,11 +9,15 @@
 // With config.features, also the embeddings (float32 bytes), types and names of every selected
 // node, read with its score (featureIds: their ids, seeds first), as procedure/node_features gives them.
 // walked: "copy" when the hops ran on the server's in-memory copy of the relationships (kept
-// while no write changes them), "store" when they read the store.
+// while no write changes them), "store" when they read the store. bounds: "index" when the
+// neighbours were bounded from the in-memory copy of the dataset's sketches, "store" when from
+// their own (while that copy is missing or being built, unless config.seed_index_wait).
 OPTIONAL MATCH (m:SeederDataset {name: $name})
 // A record from before sketch versions: its ingest's finish time, since every write since renews it.
 WITH $config AS config, coalesce(m.sketch_version, toString(m.finished_at)) AS version
 CALL seeder.khop($label, $embedding, $seeds, $budgets, $relation_similarity, $with_edges,
                  config {.*, sketch_version: version})
-YIELD ids, hops, similarities, scores, sources, targets, relations, walked, featureIds, embeddings, types, names
-RETURN ids, hops, similarities, scores, sources, targets, relations, walked, featureIds, embeddings, types, names
+YIELD ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings, types,
+      names
+RETURN ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings, types,
+       names

@@ -9,6 +9,8 @@ identical scores on both sides, broken by smaller id).
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -463,8 +465,10 @@ def test_every_exact_seeding_path_in_the_procedure_gives_the_reference_seeds(neo
         writer.reset()
 
 
-@pytest.mark.parametrize("switches", [{"seed_index": False, "adjacency": False}, {"simd": False, "adjacency": False},
-                                      {"adjacency": False}, {"adjacency_wait": True},
+@pytest.mark.parametrize("switches", [{"seed_index": False, "adjacency": False},
+                                      {"simd": False, "adjacency": False, "seed_index_wait": True},
+                                      {"adjacency": False, "seed_index_wait": True},
+                                      {"adjacency_wait": True, "seed_index_wait": True},
                                       {"adjacency_wait": True, "seed_index": False}],
                          ids=["store", "index-scalar", "index-simd", "copy", "copy-store-sketches"])
 def test_every_khop_path_in_the_procedure_gives_the_reference_selection(neo4j_driver, dataset_label,
@@ -489,8 +493,39 @@ def test_every_khop_path_in_the_procedure_gives_the_reference_selection(neo4j_dr
                 relation_similarity=[live.relation_similarity(q)] * 2).records[0]
             picked = slice(len(ids), None)
             assert row["walked"] == ("copy" if switches.get("adjacency_wait") else "store")
+            assert row["bounds"] == ("store" if switches.get("seed_index") is False else "index")
             assert row["ids"] == ref.node_ids[picked].tolist() and row["hops"] == ref.hop[picked].tolist()
             np.testing.assert_allclose(row["scores"], ref.score[picked], rtol=0, atol=1e-12)
+    finally:
+        writer.reset()
+
+
+def test_khop_does_not_wait_for_the_seed_index_it_bounds_from(neo4j_driver, dataset_label, seeder_procedures):
+    """A K-hop that finds no current in-memory copy of the dataset's sketches (a new sketch version)
+    bounds its neighbours from their own sketches and has the copy built in the background, instead
+    of waiting for it (MAG scale: ~30 s); later calls bound from the copy. The same nodes, hops and
+    scores either way."""
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        q = emb[5] + 0.4 * random_embeddings(1, seed=870)[0]
+        ids, sims = dense_topk(emb, q, 4)
+
+        def khop():
+            return neo4j_driver.execute_query(
+                query("procedure/khop"), label=live.label, embedding=live.query_vector(q), budgets=[25, 60],
+                with_edges=False, config={**live.schema.procedure_config(), "adjacency": False}, name=dataset_label,
+                seeds=[{"id": int(s), "similarity": float(v)} for s, v in zip(ids, sims)],
+                relation_similarity=[live.relation_similarity(q)] * 2).records[0]
+
+        first = khop()
+        assert first["bounds"] == "store"
+        row, deadline = first, time.monotonic() + 60
+        while row["bounds"] != "index" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            row = khop()
+        assert row["bounds"] == "index"
+        assert (row["ids"], row["hops"], row["scores"]) == (first["ids"], first["hops"], first["scores"])
     finally:
         writer.reset()
 

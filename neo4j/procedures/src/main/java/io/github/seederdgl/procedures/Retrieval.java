@@ -67,6 +67,9 @@ public class Retrieval {
         public List<String> relations = new ArrayList<>();
         /** What was walked: "copy" (the in-memory copy of the relationships, {@link Adjacency}) or "store". */
         public String walked = "store";
+        /** Where the neighbours' bounds came from: "index" ({@link SeedIndex}) or "store" (each
+         * neighbour's own sketch, read or cached). */
+        public String bounds = "store";
         /** With config {@code features}: the ids of all selected nodes (seeds first), and their
          * embeddings (little-endian float32 rows), types and names, as seeder.nodeFeatures gives them. */
         public List<Long> featureIds = new ArrayList<>();
@@ -179,6 +182,8 @@ public class Retrieval {
             + "relationship types to traverse, null: all) and sketch_version (the dataset record's: sketches read "
             + "are kept for later calls with the same version; null: none kept), seed_index and simd as for "
             + "seeder.exactSeeds (neighbours bounded from the in-memory copy of the sketches; the same result), "
+            + "seed_index_wait (default false: while that copy is missing or being built, bound from the store and "
+            + "build it in the background), "
             + "adjacency (default true: walk an in-memory copy of the relationships while no write changed them) and "
             + "adjacency_wait (default false), features (default false: also the embeddings, types and names of the "
             + "selected nodes, as seeder.nodeFeatures gives them)")
@@ -199,16 +204,19 @@ public class Retrieval {
         // The dataset's sketches side by side (see SeedIndex), when the record has a version: a
         // neighbour's bound is then one lookup and one sum in SIMD lanes instead of a map lookup
         // and a scalar sum; a neighbour not in it (another label, or created since) is bounded as before.
-        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, () -> labelCount(dataset), tx, guard);
+        SeedIndex index = SeedIndex.of(db, dataset, properties, () -> labelCount(dataset), tx, guard,
+                properties.seedIndexWait);
         if (index != null && index.dimension > 0) {
             scoring.checkDimension(index.dimension);
         }
 
+        String bounds = index != null && index.dimension > 0 ? "index" : "store";
         if (properties.adjacency) {
             Adjacency copy = Adjacency.current(db, tx, dataset, properties, properties.adjacencyWait);
             Expansion walked = copy == null ? null : khopFromCopy(copy, index, dataset, properties, scoring, seeds,
                     budgets, relationSimilarity, withEdges);
             if (walked != null) {
+                walked.bounds = bounds;
                 return Stream.of(walked);
             }
         }
@@ -231,6 +239,7 @@ public class Retrieval {
         int seedCount = selectedNodes.size();
         Map<Long, Map<String, Object>> pickedStored = new LinkedHashMap<>();  // features, in selection order
         Expansion out = new Expansion();
+        out.bounds = bounds;
         for (int hop = 1; hop <= budgets.size(); hop++) {
             long budget = budgets.get(hop - 1);
             if (frontier.isEmpty() || budget <= 0) {
@@ -579,7 +588,7 @@ public class Retrieval {
             return Stream.empty();
         }
         int limit = (int) Math.min(k, Integer.MAX_VALUE);
-        SeedIndex index = SeedIndex.of(db.databaseName(), dataset, properties, () -> labelCount(dataset), tx, guard);
+        SeedIndex index = SeedIndex.of(db, dataset, properties, () -> labelCount(dataset), tx, guard, true);
         List<Seed> found = index != null ? indexedSeeds(index, dataset, scoring, properties.simd, limit)
                 : storeSeeds(dataset, scoring, limit);
         found.sort(Comparator.comparingDouble((Seed s) -> -s.similarity).thenComparingLong(s -> s.id));
@@ -650,10 +659,7 @@ public class Retrieval {
 
     /** The number of nodes with the label, from the count store (no scan). */
     private long labelCount(Label dataset) {
-        String query = "MATCH (n:`" + dataset.name().replace("`", "``") + "`) RETURN count(n) AS count";
-        try (var result = tx.execute(query)) {
-            return ((Number) result.next().get("count")).longValue();
-        }
+        return SeedIndex.labelCount(tx, dataset);
     }
 
     @Procedure(name = "seeder.nodeFeatures", mode = Mode.READ)

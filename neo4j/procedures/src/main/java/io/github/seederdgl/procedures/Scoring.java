@@ -64,6 +64,9 @@ final class Scoring {
         /** The index's sums in SIMD lanes where the server can ({@code simd}, default true); false:
          * scalar. Both give the same integers: these two switches exist to show that they do. */
         final boolean simd;
+        /** K-hop waits for the {@link SeedIndex} to be built when none is current ({@code seed_index_wait},
+         * default false: bound from the store meanwhile, while it is built in the background). */
+        final boolean seedIndexWait;
         /** K-hop walks the in-memory copy of the dataset's relationships while the database has had
          * no such write since it was read ({@link Adjacency}; config {@code adjacency}, default true). */
         final boolean adjacency;
@@ -88,6 +91,7 @@ final class Scoring {
             simd = flag(c, "simd");
             adjacency = flag(c, "adjacency");
             adjacencyWait = c.get("adjacency_wait") != null && flag(c, "adjacency_wait");
+            seedIndexWait = c.get("seed_index_wait") != null && flag(c, "seed_index_wait");
             features = c.get("features") != null && flag(c, "features");
             Object given = c.get("types");
             if (given == null) {

@@ -3,9 +3,11 @@ package io.github.seederdgl.procedures;
 import java.util.Arrays;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 import java.util.stream.IntStream;
 
+import org.neo4j.graphdb.GraphDatabaseService;
 import org.neo4j.graphdb.Label;
 import org.neo4j.graphdb.Node;
 import org.neo4j.graphdb.ResourceIterator;
@@ -43,7 +45,11 @@ final class SeedIndex {
     /** Whether {@link VectorDot} can run: its module is loaded and the CPU has the lanes. */
     static final boolean SIMD = simd();
     private static final ConcurrentHashMap<String, SeedIndex> INDEXES = new ConcurrentHashMap<>();
-    private static final ConcurrentHashMap<String, Object> LOCKS = new ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<String, ReentrantLock> LOCKS = new ConcurrentHashMap<>();
+    /** Keys whose index is being built in the background, and when a failed build may be tried again. */
+    private static final ConcurrentHashMap<String, Boolean> BUILDING = new ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<String, Long> RETRY_AT = new ConcurrentHashMap<>();
+
 
     private final String version;
     private final long count;
@@ -83,46 +89,125 @@ final class SeedIndex {
     }
 
     /**
-     * The index of the label under {@code version} when the label has {@code count} nodes, built
-     * now if needed; null when there is none to use (no version, or too large).
+     * The index of the label under {@code version} when the label has {@code count} nodes; null when
+     * there is none to use (no version, too large, or, without {@code wait}, not built yet).
+     *
+     * <p>With {@code wait} (exact seeding, which scans it) a missing or stale index is built in this
+     * call, and concurrent calls on the dataset wait for that one build. Without it (K-hop, which
+     * only bounds neighbours from it and can read their sketches from the store instead) the call
+     * never waits for a build: it gets null while one runs, and starts one in a thread of its own
+     * when none is valid (MAG scale: ~30 s, against milliseconds for the query).
      */
-    static SeedIndex of(String database, Label label, Scoring.Properties properties, LongSupplier count,
-                        Transaction tx, TerminationGuard guard) {
+    static SeedIndex of(GraphDatabaseService db, Label label, Scoring.Properties properties, LongSupplier count,
+                        Transaction tx, TerminationGuard guard, boolean wait) {
         String version = properties.sketchVersion;
         if (version == null || version.isEmpty() || !properties.seedIndex) {
             return null;
         }
+        String database = db.databaseName();
         String key = database + '\u0000' + label.name() + '\u0000' + properties.sketch + '\u0000'
                 + properties.sketchError;
-        // One lock per index: concurrent first calls on a dataset wait for one build instead of each
-        // making their own, while calls on other datasets go on (MAG scale's build takes ~30 s).
-        synchronized (LOCKS.computeIfAbsent(key, k -> new Object())) {
-            SeedIndex index = INDEXES.get(key);
-            // No node or label written since the count was last taken (the database's Changes counter
-            // stands where it stood then): the count cannot have moved, and is not asked again.
-            AtomicLong changes = Changes.counter(database);
-            long stamp = changes == null ? -1 : changes.get();
-            if (index != null && version.equals(index.version) && stamp >= 0 && index.countedAt == stamp) {
-                return index.dimension < 0 ? null : index;
+        // One lock per index: a build holds it, and calls on other datasets never wait for it.
+        ReentrantLock lock = LOCKS.computeIfAbsent(key, k -> new ReentrantLock());
+        if (wait) {
+            lock.lock();
+        } else if (!lock.tryLock()) {
+            return null;  // being built: bound from the store this time
+        }
+        try {
+            SeedIndex index = valid(key, database, version, count);
+            if (index != null) {
+                return index.dimension < 0 ? null : index;  // also a dataset found too large: not tried again
             }
-            long nodes = count.getAsLong();
-            if (index == null || !version.equals(index.version) || index.count != nodes) {
-                INDEXES.remove(key);  // the old index is not kept while the new one is built
-                index = build(version, nodes, label, properties, tx, guard);
-                INDEXES.put(key, index);
-                if (index.dimension >= 0) {
-                    // The index holds the label's sketches now; the cache's copies of them would only
-                    // take the heap twice (K-hop bounds every node the index has from the index).
-                    SketchCache.drop(database, label.name(), properties.sketch);
-                }
+            if (!wait) {
+                buildInBackground(db, key, version, label, properties);
+                return null;
             }
-            index.countedAt = stamp;
+            return ensure(key, database, version, count, label, properties, tx, guard::check);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The kept index when it is current (version, and node count unless nothing was written since
+     * it was last counted); null otherwise. Called holding the key's lock. */
+    private static SeedIndex valid(String key, String database, String version, LongSupplier count) {
+        SeedIndex index = INDEXES.get(key);
+        if (index == null || !version.equals(index.version)) {
+            return null;
+        }
+        // No node or label written since the count was last taken (the database's Changes counter
+        // stands where it stood then): the count cannot have moved, and is not asked again.
+        AtomicLong changes = Changes.counter(database);
+        long stamp = changes == null ? -1 : changes.get();
+        if (stamp >= 0 && index.countedAt == stamp) {
+            return index;
+        }
+        if (index.count != count.getAsLong()) {
+            return null;
+        }
+        index.countedAt = stamp;
+        return index;
+    }
+
+    /** {@link #valid}, else a new index built now and kept. Called holding the key's lock. */
+    private static SeedIndex ensure(String key, String database, String version, LongSupplier count, Label label,
+                                    Scoring.Properties properties, Transaction tx, Runnable check) {
+        SeedIndex index = valid(key, database, version, count);
+        if (index != null) {
             return index.dimension < 0 ? null : index;
+        }
+        AtomicLong changes = Changes.counter(database);
+        long stamp = changes == null ? -1 : changes.get();
+        long nodes = count.getAsLong();
+        INDEXES.remove(key);  // the old index is not kept while the new one is built
+        index = build(version, nodes, label, properties, tx, check);
+        index.countedAt = stamp;
+        INDEXES.put(key, index);
+        if (index.dimension >= 0) {
+            // The index holds the label's sketches now; the cache's copies of them would only
+            // take the heap twice (K-hop bounds every node the index has from the index).
+            SketchCache.drop(database, label.name(), properties.sketch);
+        }
+        return index.dimension < 0 ? null : index;
+    }
+
+    /** Builds the index in a daemon thread, in a transaction of its own, unless one is building. */
+    private static void buildInBackground(GraphDatabaseService db, String key, String version, Label label,
+                                          Scoring.Properties properties) {
+        Long retry = RETRY_AT.get(key);
+        if ((retry != null && System.nanoTime() - retry < 0) || BUILDING.putIfAbsent(key, Boolean.TRUE) != null) {
+            return;
+        }
+        Thread builder = new Thread(() -> {
+            ReentrantLock lock = LOCKS.computeIfAbsent(key, k -> new ReentrantLock());
+            lock.lock();
+            try (Transaction tx = db.beginTx()) {
+                ensure(key, db.databaseName(), version, () -> labelCount(tx, label), label, properties, tx,
+                        () -> { });
+            } catch (RuntimeException | OutOfMemoryError failed) {
+                // The database stopped, or the heap could not hold it: K-hop bounds from the store,
+                // and the next build is tried a minute later.
+                RETRY_AT.put(key, System.nanoTime() + 60_000_000_000L);
+            } finally {
+                lock.unlock();
+                BUILDING.remove(key);
+            }
+        }, "seeder-dgl seed index " + label.name());
+        builder.setDaemon(true);
+        builder.start();
+    }
+
+    /** Nodes with the label now, from the count store. */
+    static long labelCount(Transaction tx, Label label) {
+        String query = "MATCH (n:`" + label.name().replace("`", "``") + "`) RETURN count(n) AS count";
+        try (var result = tx.execute(query)) {
+            return ((Number) result.next().get("count")).longValue();
         }
     }
 
     private static SeedIndex build(String version, long count, Label label, Scoring.Properties properties,
-                                   Transaction tx, TerminationGuard guard) {
+                                   Transaction tx, Runnable check) {
         // Rows for the label's count now, grown if nodes are added while the scan runs. The sketches
         // are read past the sketch cache: the index is where they are kept from now on.
         int capacity = (int) Math.min(Math.max(count, 16L), Integer.MAX_VALUE - 16L);
@@ -134,7 +219,7 @@ final class SeedIndex {
         int n = 0;
         try (ResourceIterator<Node> found = tx.findNodes(label)) {
             while (found.hasNext()) {
-                guard.check();
+                check.run();
                 Node node = found.next();
                 SketchCache.Sketch sketch = Scoring.sketchOf(node, properties, null);
                 byte[] c = sketch.codes();
