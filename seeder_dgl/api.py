@@ -111,7 +111,7 @@ def subgraph_cypher(label: str, node_ids, id_property: str = "id") -> str:
 
 EXACT_SEEDING_MAX_NODES = 500_000
 """Largest dataset a Retriever seeds exactly by default. The procedure's scan reads every node's
-384-byte sketch: 6 ms for Prime's 129k nodes, ~150 ms for MAG's 1.87M (benchmarks/README.md)."""
+384-byte sketch: 6 ms for Prime's 129k nodes, 60 ms for MAG's 1.87M (benchmarks/README.md)."""
 
 
 class Retriever:

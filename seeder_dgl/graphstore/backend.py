@@ -142,22 +142,19 @@ def seed_and_expand(graph: GraphBackend, question: str, embedding: np.ndarray,
     """The seeds of ``question`` and the K-hop-with-filtering subgraph grown from them (with the
     nodes' features where the backend reads them in the same call and ``with_features``)."""
     combined = getattr(graph, "exact_seeds_khop_filter", None)
-    if settings.seeding == "dense" and settings.exact_seeds and settings.seeds > 0 and combined is not None:
+    if settings.seeding == "dense" and settings.exact_seeds and combined is not None:
         # Exact dense seeds do not depend on the relation prior: seeding and K-hop go in one call.
         scores = settings.relation_scores(embedding, question, [])
         seeds, sub = combined(embedding, settings.seeds, list(settings.budgets), relation_scores=scores,
                               with_features=with_features)
-        if scores is not None:
-            sub.relation_scores = scores.astype(np.float32)
-        return seeds, sub
-    seeds, names = seed_linked(graph, question, embedding, settings.seeds, settings.seeding,
-                               exact=settings.exact_seeds)
-    scores = settings.relation_scores(embedding, question, names)
-    if scores is None:
-        return seeds, graph.khop_filter(embedding, seeds, list(settings.budgets), with_features=with_features)
-    sub = graph.khop_filter(embedding, seeds, list(settings.budgets), relation_scores=scores,
-                            with_features=with_features)
-    sub.relation_scores = scores.astype(np.float32)  # the policy's path feature reads them
+    else:
+        seeds, names = seed_linked(graph, question, embedding, settings.seeds, settings.seeding,
+                                   exact=settings.exact_seeds)
+        scores = settings.relation_scores(embedding, question, names)
+        sub = graph.khop_filter(embedding, seeds, list(settings.budgets), relation_scores=scores,
+                                with_features=with_features)
+    if scores is not None:
+        sub.relation_scores = scores.astype(np.float32)  # the policy's path feature reads them
     return seeds, sub
 
 

@@ -229,8 +229,7 @@ class LiveGraph:
         embeddings, types and names come back in the same call (``QuerySubgraph.features``), read
         with their scores; through Cypher they are left to ``node_features``.
         """
-        return self._khop(self.query_vector(embedding), embedding, seeds, budgets, with_edges, relation_scores,
-                          with_features)
+        return self._khop(embedding, seeds, budgets, with_edges, relation_scores, with_features)[1]
 
     def exact_seeds_khop_filter(self, embedding: np.ndarray, k: int, budgets: list[int],
                                 with_edges: bool = True, relation_scores: np.ndarray | None = None,
@@ -240,17 +239,14 @@ class LiveGraph:
         if self.khop_engine != "procedure" or k <= 0:
             seeds = self.dense_seeds(embedding, k, exact=True)
             return seeds, self.khop_filter(embedding, seeds, budgets, with_edges, relation_scores, with_features)
-        vec = self.query_vector(embedding)
-        found: dict = {}
-        sub = self._khop(vec, embedding, None, budgets, with_edges, relation_scores, with_features, k=int(k),
-                         found=found)
-        return found["seeds"], sub
+        return self._khop(embedding, None, budgets, with_edges, relation_scores, with_features, k=int(k))
 
-    def _khop(self, vec: list[float], embedding: np.ndarray, seeds: list[tuple[int, float]] | None,
-              budgets: list[int], with_edges: bool, relation_scores: np.ndarray | None, with_features: bool,
-              k: int = 0, found: dict | None = None) -> QuerySubgraph:
-        """``khop_filter`` from ``seeds``, or (``seeds`` None, procedure only) from the exact top ``k``,
-        which are put in ``found["seeds"]``."""
+    def _khop(self, embedding: np.ndarray, seeds: list[tuple[int, float]] | None, budgets: list[int],
+              with_edges: bool, relation_scores: np.ndarray | None, with_features: bool,
+              k: int = 0) -> tuple[list[tuple[int, float]], QuerySubgraph]:
+        """The seeds and ``khop_filter``'s subgraph from them: ``seeds`` as given, or (``seeds`` None,
+        procedure only) the exact top ``k``, found in the same statement."""
+        vec = self.query_vector(embedding)
         budgets = [int(b) for b in budgets]
         if relation_scores is None:
             rel_sim = [self.relation_similarity(embedding)] * len(budgets)
@@ -263,7 +259,6 @@ class LiveGraph:
                 # seeder.exactSeeds's order (best first, ties by smaller id), whatever order collect() kept.
                 seeds = sorted(((int(s["id"]), float(s["similarity"])) for s in edges["seeds"]),
                                key=lambda s: (-s[1], s[0]))
-                found["seeds"] = seeds
         else:
             added, edges = self._expand_in_cypher(vec, seeds, budgets, rel_sim), None
         node_ids = np.asarray([s for s, _ in seeds] + [node for node, _, _ in added], dtype=np.int64)
@@ -275,9 +270,9 @@ class LiveGraph:
         else:
             src, dst, rel = self.induced_edges(node_ids) if edges is None else self._local_edges(node_ids, edges)
         features = self._features_of(node_ids, edges) if with_features and edges is not None else None
-        return QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
-                             score=scores.astype(np.float32), src=src, dst=dst, rel=rel, exact_score=scores,
-                             features=features)
+        return seeds, QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
+                                    score=scores.astype(np.float32), src=src, dst=dst, rel=rel,
+                                    exact_score=scores, features=features)
 
     def _features_of(self, node_ids: np.ndarray, found: dict) -> tuple | None:
         """``node_features`` of ``node_ids`` from what seeder.khop returned with them; None when a

@@ -50,7 +50,6 @@ final class SeedIndex {
     private static final ConcurrentHashMap<String, Boolean> BUILDING = new ConcurrentHashMap<>();
     private static final ConcurrentHashMap<String, Long> RETRY_AT = new ConcurrentHashMap<>();
 
-
     private final String version;
     private final long count;
     /** The {@link Changes} counter when the label's count was last found equal to {@link #count}; -1: never. */
@@ -115,15 +114,15 @@ final class SeedIndex {
             return null;  // being built: bound from the store this time
         }
         try {
-            SeedIndex index = valid(key, database, version, count);
-            if (index != null) {
-                return index.dimension < 0 ? null : index;  // also a dataset found too large: not tried again
+            if (wait) {
+                return ensure(key, database, version, count, label, properties, tx, guard::check);
             }
-            if (!wait) {
+            SeedIndex index = valid(key, database, version, count);
+            if (index == null) {
                 buildInBackground(db, key, version, label, properties);
                 return null;
             }
-            return ensure(key, database, version, count, label, properties, tx, guard::check);
+            return index.dimension < 0 ? null : index;  // also a dataset found too large: not tried again
         } finally {
             lock.unlock();
         }
