@@ -214,13 +214,11 @@ class GraphTransformerLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, ops: MessagePassingOps, graph: Any, h: Tensor, relation_emb: Tensor, rel: Tensor) -> Tensor:
-        n, shape = h.shape[0], (-1, self.heads, self.head_dim)
-        # One matrix product for Q, K and V (their weights side by side) instead of three.
+        # One matrix product for Q, K and V (their weights side by side) instead of three; the
+        # edge MLP runs on the relation table, whose rows the attention reads per edge.
         weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])
         bias = torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
-        q, k, v = (part.reshape(shape) for part in F.linear(h, weight, bias).chunk(3, dim=-1))
-        e_k, e_v = self.edge_mlp(relation_emb).index_select(0, rel).view(-1, 2, self.heads, self.head_dim).unbind(1)
-        h_bar = ops.attend(graph, q, k, v, e_k, e_v).reshape(n, -1)
+        h_bar = ops.attend_packed(graph, F.linear(h, weight, bias), self.edge_mlp(relation_emb), rel, self.heads)
         h = self.norm_attn(h + self.dropout(self.w_o(h_bar)))
         return self.norm_ffn(h + self.dropout(self.ffn(h)))
 
