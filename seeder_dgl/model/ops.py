@@ -119,47 +119,48 @@ class SparseAttention(torch.autograd.Function):
         width = qkv.shape[1] // 3
         head_dim = width // heads
         scale = 1.0 / math.sqrt(head_dim)
-        ones = qkv.new_ones(head_dim)
         spread = torch.eye(heads, dtype=qkv.dtype, device=qkv.device).repeat_interleave(head_dim, dim=1)  # [H, D]
         by_dst = graph.summer("dst", qkv.dtype)
-        q_dst = qkv[:, :width].index_select(0, graph.dst)      # [m, D]
-        kv_src = qkv[:, width:].index_select(0, graph.src)     # [m, 2D]: K ‖ V of the source
-        edge = table.index_select(0, rel)                      # [m, 2D]: E^K ‖ E^V
-        ke = kv_src[:, :width] * edge[:, :width]
-        scores = ((q_dst * ke).view(-1, head_dim) @ ones).view(-1, heads).mul_(scale)  # [m, H]
+        # Every edge tensor is gathered into its own contiguous [m, D] matrix: elementwise kernels
+        # over strided halves of wider rows run several times slower.
+        q_dst = qkv[:, :width].index_select(0, graph.dst)
+        k_src = qkv[:, width:2 * width].index_select(0, graph.src)
+        v_src = qkv[:, 2 * width:].index_select(0, graph.src)
+        e_k = table[:, :width].index_select(0, rel)
+        e_v = table[:, width:].index_select(0, rel)
+        ke = k_src * e_k
+        scores = ((q_dst * ke).view(-1, head_dim) @ qkv.new_ones(head_dim)).view(-1, heads).mul_(scale)  # [m, H]
         # Softmax over each destination's incoming edges, shifted by its maximum to keep exp finite.
         index = graph.dst.unsqueeze(1).expand(-1, heads)
         top = scores.new_full((graph.num_nodes, heads), -math.inf).scatter_reduce_(0, index, scores, "amax")
         alpha = torch.exp_(scores - top.index_select(0, graph.dst))
         alpha = alpha.div_((by_dst @ alpha).index_select(0, graph.dst))
         alpha_wide = alpha @ spread                             # [m, D]
-        values = kv_src[:, width:] + edge[:, width:]            # V_j + E^V_ij
+        values = v_src.add_(e_v)                                # V_j + E^V_ij
         out = by_dst @ (values * alpha_wide)
-        ctx.save_for_backward(q_dst, kv_src, edge, ke, values, alpha, alpha_wide, rel, spread)
+        ctx.save_for_backward(q_dst, k_src, e_k, ke, values, alpha, alpha_wide, rel, spread)
         ctx.graph, ctx.shape = graph, (table.shape[0], heads, head_dim, scale)
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        q_dst, kv_src, edge, ke, values, alpha, alpha_wide, rel, spread = ctx.saved_tensors
+        q_dst, k_src, e_k, ke, values, alpha, alpha_wide, rel, spread = ctx.saved_tensors
         graph = ctx.graph
         table_rows, heads, head_dim, scale = ctx.shape
-        width = heads * head_dim
         by_dst, by_src = graph.summer("dst", grad.dtype), graph.summer("src", grad.dtype)
         g = grad.contiguous().index_select(0, graph.dst)  # [m, D]: dL/d(message of edge e)
         d_alpha = ((g * values).view(-1, head_dim) @ grad.new_ones(head_dim)).view(-1, heads)
         # Softmax backward within each destination: α ⊙ (dα − Σ_incoming α dα), times the scale.
         t = alpha * d_alpha
         d_scores = ((t - alpha * (by_dst @ t).index_select(0, graph.dst)) * scale) @ spread  # [m, D]
+        d_values = g.mul_(alpha_wide)                       # dL/d(V_j + E^V_ij): V and E^V share it
         d_ke = q_dst * d_scores                             # dL/d(K_j ⊙ E^K_ij)
-        d_edge = torch.empty_like(kv_src)                   # dL/d(K_j ‖ V_j), then dL/d(E^K ‖ E^V)
-        torch.mul(d_ke, edge[:, :width], out=d_edge[:, :width])
-        torch.mul(g, alpha_wide, out=d_edge[:, width:])     # V and E^V share it
-        d_qkv = torch.cat([by_dst @ (ke * d_scores), by_src @ d_edge], dim=1)
+        d_kv = by_src @ torch.cat([d_ke * e_k, d_values], dim=1)
+        d_qkv = torch.cat([by_dst @ (ke * d_scores), d_kv], dim=1)
         d_table = None
         if ctx.needs_input_grad[1]:
-            torch.mul(d_ke, kv_src[:, :width], out=d_edge[:, :width])
-            d_table = grad.new_zeros((table_rows, 2 * width)).index_add_(0, rel, d_edge)
+            d_edge = torch.cat([d_ke.mul_(k_src), d_values], dim=1)
+            d_table = grad.new_zeros((table_rows, d_edge.shape[1])).index_add_(0, rel, d_edge)
         return d_qkv, d_table, None, None, None
 
 
