@@ -397,7 +397,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                     optimisation_step(index, generator)
 
         workers = cfg.workers if device.type == "cpu" else 1
-        group = parallel.start(workers, worker_main)
+        group = parallel.start(workers, worker_main, parallel.exchange_size(params, len(RunningStats.KEYS)))
         num_parameters = run_records.count_parameters(policy)
         console.print(f"policy: {num_parameters:,} trainable parameters; {len(train_records):,} training and "
                       f"{len(val_records):,} validation queries; {steps_per_epoch} steps/epoch; device {device}, "

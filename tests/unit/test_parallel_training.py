@@ -118,3 +118,48 @@ def test_a_failing_worker_is_a_one_line_error_and_leaves_no_process(task, tmp_pa
 
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("seeder-train-worker")]
     assert not (tmp_path / "last.pt").exists()
+
+
+def test_gradients_summed_in_shared_memory_equal_all_reduce(task, tmp_path, monkeypatch):
+    """The shared-memory sum (rows added in rank order after a barrier) gives the weights gloo's
+    all_reduce gives: with two processes both add the same two numbers."""
+    args = task
+    groups = []
+    real_start = parallel.start
+
+    def spy(*a, **k):
+        groups.append(real_start(*a, **k))
+        return groups[-1]
+
+    monkeypatch.setattr(parallel, "start", spy)
+    cfg = tiny_config(epochs=2, batch_size=7, workers=2)
+    shared = train(cfg, *args, tmp_path / "shared", progress=False)
+    assert groups[0].exchange is not None and bool(groups[0].exchange.any()), "the shared block was not used"
+    monkeypatch.setattr(parallel, "exchange_size", lambda params, num_stats: 0)
+    reduced = train(cfg, *args, tmp_path / "reduced", progress=False)
+    assert groups[1].exchange is None
+    assert _numbers(shared.history) == _numbers(reduced.history)
+    assert _same_weights(_weights(shared.last_path), _weights(reduced.last_path))
+
+
+def test_a_worker_failing_inside_a_step_is_a_one_line_error(task, tmp_path, monkeypatch):
+    """Rank 0 waits at the gradient barrier while the worker fails: it reports the worker's error."""
+    import os
+
+    from seeder_dgl.training import trainer
+
+    parent = os.getpid()
+    real = trainer.training_objective
+
+    def failing_in_worker(*a, **k):
+        if os.getpid() != parent:
+            raise RuntimeError("out of cheese")
+        return real(*a, **k)
+
+    monkeypatch.setattr(trainer, "training_objective", failing_in_worker)
+    with pytest.raises(SeederError, match="worker 1: RuntimeError: out of cheese") as info:
+        train(tiny_config(epochs=1, workers=2), *task, tmp_path, progress=False)
+    assert "\n" not in str(info.value)
+    import multiprocessing
+
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("seeder-train-worker")]
