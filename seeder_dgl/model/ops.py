@@ -99,6 +99,14 @@ def reference_attention(graph: TorchGraph, q: Tensor, k: Tensor, v: Tensor, ek: 
     return q.new_zeros((graph.num_nodes,) + tuple(v.shape[1:])).index_add(0, dst, messages)
 
 
+@lru_cache(maxsize=16)
+def _head_matrices(heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+    """ones [d_h] (per-head sums as one matrix-vector product) and the 0/1 [H, H·d_h] matrix that
+    spreads one value per head over the head's columns."""
+    ones = torch.ones(head_dim, dtype=dtype, device=device)
+    return ones, torch.eye(heads, dtype=dtype, device=device).repeat_interleave(head_dim, dim=1)
+
+
 class SparseAttention(torch.autograd.Function):
     """``reference_attention`` on packed inputs as one autograd node with its gradient written out.
 
@@ -119,7 +127,7 @@ class SparseAttention(torch.autograd.Function):
         width = qkv.shape[1] // 3
         head_dim = width // heads
         scale = 1.0 / math.sqrt(head_dim)
-        spread = torch.eye(heads, dtype=qkv.dtype, device=qkv.device).repeat_interleave(head_dim, dim=1)  # [H, D]
+        ones, spread = _head_matrices(heads, head_dim, qkv.dtype, qkv.device)
         by_dst = graph.summer("dst", qkv.dtype)
         # Every edge tensor is gathered into its own contiguous [m, D] matrix: elementwise kernels
         # over strided halves of wider rows run several times slower.
@@ -129,7 +137,7 @@ class SparseAttention(torch.autograd.Function):
         e_k = table[:, :width].index_select(0, rel)
         e_v = table[:, width:].index_select(0, rel)
         ke = k_src * e_k
-        scores = ((q_dst * ke).view(-1, head_dim) @ qkv.new_ones(head_dim)).view(-1, heads).mul_(scale)  # [m, H]
+        scores = ((q_dst * ke).view(-1, head_dim) @ ones).view(-1, heads).mul_(scale)  # [m, H]
         # Softmax over each destination's incoming edges, shifted by its maximum to keep exp finite.
         index = graph.dst.unsqueeze(1).expand(-1, heads)
         top = scores.new_full((graph.num_nodes, heads), -math.inf).scatter_reduce_(0, index, scores, "amax")
@@ -138,18 +146,19 @@ class SparseAttention(torch.autograd.Function):
         alpha_wide = alpha @ spread                             # [m, D]
         values = v_src.add_(e_v)                                # V_j + E^V_ij
         out = by_dst @ (values * alpha_wide)
-        ctx.save_for_backward(q_dst, k_src, e_k, ke, values, alpha, alpha_wide, rel, spread)
+        ctx.save_for_backward(q_dst, k_src, e_k, ke, values, alpha, alpha_wide, rel)
         ctx.graph, ctx.shape = graph, (table.shape[0], heads, head_dim, scale)
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        q_dst, k_src, e_k, ke, values, alpha, alpha_wide, rel, spread = ctx.saved_tensors
+        q_dst, k_src, e_k, ke, values, alpha, alpha_wide, rel = ctx.saved_tensors
         graph = ctx.graph
         table_rows, heads, head_dim, scale = ctx.shape
+        ones, spread = _head_matrices(heads, head_dim, grad.dtype, grad.device)
         by_dst, by_src = graph.summer("dst", grad.dtype), graph.summer("src", grad.dtype)
         g = grad.contiguous().index_select(0, graph.dst)  # [m, D]: dL/d(message of edge e)
-        d_alpha = ((g * values).view(-1, head_dim) @ grad.new_ones(head_dim)).view(-1, heads)
+        d_alpha = ((g * values).view(-1, head_dim) @ ones).view(-1, heads)
         # Softmax backward within each destination: α ⊙ (dα − Σ_incoming α dα), times the scale.
         t = alpha * d_alpha
         d_scores = ((t - alpha * (by_dst @ t).index_select(0, graph.dst)) * scale) @ spread  # [m, D]

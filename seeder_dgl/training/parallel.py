@@ -153,9 +153,9 @@ class Group:
         else:
             flat = self.all_reduce(torch.cat(parts))
         offset = 0
-        for p in params:
+        for p in params:  # views of ``flat``, which belongs to this call: no copies
             n = p.numel()
-            p.grad = flat[offset:offset + n].view_as(p).clone() if n else None
+            p.grad = flat[offset:offset + n].view_as(p) if n else None
             offset += n
         has = flat[offset:offset + len(params)]
         for p, any_grad in zip(params, has.tolist()):

@@ -49,7 +49,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation.metrics import DEFAULT_KS, batch_metrics
 from seeder_dgl.inference import EVAL_BATCH_SIZE, rank_subgraphs
-from seeder_dgl.model.ops import MessagePassingOps, select_ops
+from seeder_dgl.model.ops import MessagePassingOps, TorchOps, select_ops
 from seeder_dgl.model.policy import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training import parallel
@@ -313,6 +313,13 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
     if device.type == "cpu":
         torch.use_deterministic_algorithms(True, warn_only=True)
     ops = select_ops(device, cfg.ops)
+    workers = cfg.workers if device.type == "cpu" else 1
+    if workers > 1 and ops.name == "dgl":
+        # DGL's OpenMP runtime does not survive a fork: a forked process whose parent had run DGL
+        # kernels can hang in its first one. The pure-torch ops compute the same thing.
+        ops = TorchOps()
+        console.print(f"{workers} training processes: message passing with the pure-torch ops "
+                      "(DGL's OpenMP runtime is not safe in forked processes)")
     group, finished = parallel.Group(), False
     try:
         # 2. Features: PCA fitted once on the node embeddings (or the checkpoint's, when resuming)
@@ -396,7 +403,6 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                 for index in minibatches(order, cfg.batch_size):
                     optimisation_step(index, generator)
 
-        workers = cfg.workers if device.type == "cpu" else 1
         group = parallel.start(workers, worker_main, parallel.exchange_size(params, len(RunningStats.KEYS)))
         num_parameters = run_records.count_parameters(policy)
         console.print(f"policy: {num_parameters:,} trainable parameters; {len(train_records):,} training and "

@@ -163,3 +163,15 @@ def test_a_worker_failing_inside_a_step_is_a_one_line_error(task, tmp_path, monk
     import multiprocessing
 
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("seeder-train-worker")]
+
+
+def test_several_processes_use_the_torch_ops_even_where_dgl_was_asked(task, tmp_path):
+    """DGL's OpenMP runtime can hang a forked process whose parent ran DGL kernels (as this test
+    process has): training with several processes passes messages with the pure-torch ops."""
+    from seeder_dgl.model import dgl_available
+
+    ops = "dgl" if dgl_available("cpu") else "auto"
+    result = train(tiny_config(epochs=1, workers=2, ops=ops), *task, tmp_path, progress=False)
+    assert result.ops == "torch"
+    one = train(tiny_config(epochs=1, workers=1, ops=ops), *task, tmp_path / "one", progress=False)
+    assert one.ops == ("dgl" if dgl_available("cpu") else "torch")
