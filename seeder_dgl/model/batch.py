@@ -10,6 +10,7 @@ handle (index tensors for the pure-torch path, a ``dgl.graph`` for the DGL path)
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -99,6 +100,14 @@ class SubgraphBatch:
     @property
     def seed_mask(self) -> Tensor:
         return self.hop == 0
+
+    @cached_property
+    def frontier_order(self) -> Tensor:
+        """int64 [n]: every node, grouped by graph, by decreasing K-hop score inside a graph, ties
+        by index: the order frontiers are ranked in (``policy.capped_frontier``), sorted once per
+        batch instead of once per step. ``score`` must not change after it is read."""
+        order = torch.sort(self.score, descending=True, stable=True).indices
+        return order[torch.sort(self.graph_index[order], stable=True).indices]
 
     @property
     def node_offsets(self) -> Tensor:

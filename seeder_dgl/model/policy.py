@@ -70,10 +70,9 @@ def capped_frontier(batch: SubgraphBatch, selected: Tensor, cap: int | None) -> 
     """
     reached = torch.zeros_like(selected)
     reached[batch.dst[selected[batch.src]]] = True
-    nodes = torch.nonzero(reached & ~selected, as_tuple=False).squeeze(1)
-    # Sort by score (descending), then stably by graph: grouped by graph, best first inside.
-    nodes = nodes[torch.sort(batch.score[nodes], descending=True, stable=True).indices]
-    nodes = nodes[torch.sort(batch.graph_index[nodes], stable=True).indices]
+    # Read the candidates in the batch's frontier order: grouped by graph, best score first inside.
+    order = batch.frontier_order
+    nodes = order[torch.nonzero((reached & ~selected).index_select(0, order), as_tuple=False).squeeze(1)]
     graph = batch.graph_index[nodes]
     counts = torch.bincount(graph, minlength=batch.num_graphs)
     position = torch.arange(nodes.numel(), device=nodes.device) - (torch.cumsum(counts, 0) - counts)[graph]
