@@ -1,7 +1,7 @@
 """Training throughput and policy inference latency on CPU (or --device cuda).
 
     python benchmarks/bench_training.py [--queries 2000] [--device cpu] [--threads 1] [--profile deep] [--trajectories 8,4]
-                                        [--workers 1,2] [--variant 'NAME={"num_layers": 3}' ...]
+                                        [--workers 1,2] [--variant 'NAME={"num_layers": 3}' ...] [--tag NAME]
 
 Trains one epoch with MetaQA's training config of the profile on MetaQA 2-hop training subgraphs
 from the extract cache (`seeder-dgl extract metaqa --split train`; `--profile paper` reads the
@@ -66,6 +66,9 @@ def main() -> None:
                         help="comma list of M to train with side by side [default: the profile's]")
     parser.add_argument("--workers", default=None,
                         help="comma list of training-process counts to train with side by side [default: the profile's]")
+    parser.add_argument("--tag", default=None,
+                        help="write the run to training-<device>-<profile>-<threads>t-TAG.{json,md} (keeps several runs, "
+                             "e.g. of two commits alternated)")
     parser.add_argument("--variant", action="append", default=[], metavar='NAME=JSON',
                         help='a config to train side by side with the profile\'s, e.g. '
                              '\'three-layers={"num_layers": 3, "batch_size": 16}\' (repeat the option)')
@@ -165,7 +168,8 @@ def main() -> None:
         *[f"| {name} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for name, v in latency.items()],
     ])
     print(md)
-    write_result(f"training-{args.device}-{args.profile}-{THREADS['torch_threads']}t", payload, md)
+    name = f"training-{args.device}-{args.profile}-{THREADS['torch_threads']}t"
+    write_result(f"{name}-{args.tag}" if args.tag else name, payload, md)
 
 
 if __name__ == "__main__":

@@ -121,16 +121,22 @@ def _unpacked(qkv, table, rel, heads):
     return q, k, v, ek, ev
 
 
+@pytest.mark.parametrize("sparse", [True, False])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_packed_attention_equals_the_autograd_formula_with_gradients(seed):
+def test_packed_attention_equals_the_autograd_formula_with_gradients(seed, sparse, monkeypatch):
     """``SparseAttention`` (the torch path's attention, gradient written by hand) against the plain
-    autograd formula: outputs and the gradients of Q/K/V and of the shared relation table."""
+    autograd formula: outputs and the gradients of Q/K/V and of the shared relation table, with the
+    edge sums as CSR products (large views) and as ``index_add`` (small ones)."""
+    import seeder_dgl.model.ops as ops_module
+
+    monkeypatch.setattr(ops_module, "CSR_MIN_EDGES", 0 if sparse else 10 ** 9)
     batch = random_batch(seed, sizes=(15, 40, 6, 22))
     mask = torch.rand(batch.num_nodes, generator=torch.Generator().manual_seed(seed)) < 0.6
     view = batch.induced(mask)
     in_degree = torch.bincount(view.dst, minlength=view.num_nodes)
     assert (in_degree == 0).any() and view.src.numel() > 20
     graph = TorchOps().prepare(view)
+    assert graph.sparse == sparse
     qkv, table, rel = _packed_inputs(view, num_rows=4, seed=seed)  # 4 rows: every row read by many edges
     weights = torch.randn(view.num_nodes, 6, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     out = TorchOps().attend_packed(graph, qkv, table, rel, heads=2)
