@@ -84,8 +84,9 @@ class TrainConfig:
     workers: int = 1
     """training processes on the CPU (``training.parallel``): each takes 1/workers of every batch
     with one thread and the gradients are summed before each step (two processes on two cores train
-    about 1.4 times as fast as one); the result depends on it (same seed and workers, same weights);
-    a CUDA run uses one process"""
+    about 1.4 to 1.5 times as fast as one); the result depends on it (same seed and workers, same
+    weights); with more than one the message passing is the pure-torch ops' (DGL's OpenMP runtime
+    is not safe in forked processes); a CUDA run uses one process"""
     seed: int = 0
     """random seed"""
     device: str = "auto"
