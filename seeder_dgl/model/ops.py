@@ -5,8 +5,10 @@ Two implementations compute the same thing:
 * ``DGLOps``: idiomatic DGL (``apply_edges`` for scores, ``edge_softmax``, ``update_all`` with
   built-in message/reduce functions) inside ``graph.local_scope()``. DGL is imported here,
   lazily, and nowhere else in the model: PyPI's DGL 2.1 is CPU-only and pins torch 2.2.
-* ``TorchOps``: ``index_add`` / scatter softmax over ``src, dst`` index tensors. Runs wherever
-  torch runs (any version, CPU or CUDA) and is what a GPU machine without DGL uses.
+* ``TorchOps``: gathers over ``src, dst`` index tensors, sums into nodes by ``index_add`` or CSR
+  products, the attention's gradient written by hand. Runs wherever torch runs (any version, CPU
+  or CUDA) and is what a GPU machine without DGL uses, and what training with several processes
+  uses.
 
 Both take a ``GraphView`` through ``prepare`` and return a backend handle, then
 ``attend(handle, q, k, v, ek, ev)`` for every layer. Shapes: node tensors [n, H, d_h], edge
@@ -180,7 +182,8 @@ class SparseAttention(torch.autograd.Function):
 
 
 class TorchOps:
-    """Pure-torch message passing: gathers on ``src``/``dst`` and ``index_add`` into destinations."""
+    """Pure-torch message passing: gathers on ``src``/``dst``, sums into nodes by ``index_add`` or
+    CSR products (``TorchGraph``), the attention as one autograd function (``SparseAttention``)."""
 
     name = "torch"
 
