@@ -29,6 +29,13 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+INTERRUPTED_HINTS = {
+    # A new `train` without --resume starts the run over; --resume continues from last.pt.
+    "train": "run it again with --resume to continue after the last finished epoch",
+}
+"""What to do after Ctrl-C, for commands where running the same command again does not continue."""
+
+
 def one_line_errors(func: Callable) -> Callable:
     """Turn the project's user-facing errors into one red line and exit code 1."""
 
@@ -40,8 +47,9 @@ def one_line_errors(func: Callable) -> Callable:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(1)
         except KeyboardInterrupt:
-            err_console.print("[yellow]interrupted[/]: what was committed to Neo4j or disk is kept; "
-                              "run the same command again to continue")
+            hint = INTERRUPTED_HINTS.get(func.__name__, "run the same command again to continue")
+            err_console.print(f"[yellow]interrupted[/]: what was committed to Neo4j or disk is kept; {hint}",
+                              soft_wrap=True)
             raise typer.Exit(130)
 
     return wrapper

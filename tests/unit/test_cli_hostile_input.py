@@ -70,3 +70,20 @@ def test_every_command_refuses_hostile_names_and_values_in_one_line(command, nam
         "adopt": ["adopt", name, "--label", value, "--id-property", "id", "--name-property", "name"],
     }[command]
     _assert_clean(args)
+
+
+def test_ctrl_c_says_how_to_continue(monkeypatch):
+    """Ctrl-C: exit 130 and one line; `train` continues only with --resume, so it says so."""
+    import seeder_dgl.training.command as training_command
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training_command, "run_training", interrupted)
+    result = runner.invoke(app, ["train", "metaqa"])
+    assert result.exit_code == 130
+    assert "interrupted" in result.output and "--resume" in result.output
+    assert "Traceback" not in result.output and result.output.count("\n") == 1
+    monkeypatch.setattr("seeder_dgl.cli._local_server", interrupted)
+    result = runner.invoke(app, ["neo4j", "status"])
+    assert result.exit_code == 130 and "run the same command again to continue" in result.output
