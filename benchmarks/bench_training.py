@@ -42,6 +42,7 @@ def _threads() -> int | None:
 THREADS = configure_threads(_threads())  # before torch spins up its pool
 
 from benchmarks.common import cpu_probe, machine, percentile, probe_line, write_result  # noqa: E402
+from benchmarks.training_inputs import metaqa_two_hop, rank_one_at_a_time, train_kwargs  # noqa: E402
 from seeder_dgl.datasets import subgraph_dir  # noqa: E402
 from seeder_dgl.subgraph.cache import load_split  # noqa: E402
 from seeder_dgl.inference import load_policy  # noqa: E402
@@ -86,9 +87,10 @@ def main() -> None:
 
     probe_before = cpu_probe()
     records, query_emb = load_split(subgraph_dir("metaqa", args.profile, "train"))
-    two_hop = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][: args.queries]
-    val = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000][args.queries: args.queries + 200]
+    questions = metaqa_two_hop(records)
+    two_hop, val = questions[: args.queries], questions[args.queries: args.queries + 200]
     feats = load_features("metaqa")
+    common = train_kwargs(feats)
     # MetaQA's config is Prime's model (docs/method.md) under MetaQA's name, so its checkpoint loads for metaqa.
     base = TrainConfig.for_dataset("metaqa", args.profile, epochs=1, warmup_epochs=0, device=args.device, seed=0)
     counts = [int(m) for m in args.trajectories.split(",")] if args.trajectories else [base.num_trajectories]
@@ -99,17 +101,13 @@ def main() -> None:
         # features and for torch's first allocations, which would count against the first config.
         train(replace(base, workers=1), [records[i] for i in two_hop[:64]], query_emb[two_hop[:64]],
               [records[i] for i in val[:16]], query_emb[val[:16]], feats.node_emb, len(feats.relation_types),
-              Path(out) / "warm-up", progress=False, relation_types=feats.relation_types,
-              dataset_meta={"dataset": "metaqa"}, relation_emb=feats.relation_emb, node_types=feats.node_type,
-              node_type_names=feats.node_type_names)
+              Path(out) / "warm-up", **common)
         for variant, m, w in [(v, m, w) for v in variants for m in counts for w in worker_counts]:
             cfg = replace(base, **{"num_trajectories": m, "workers": w, **variants[variant]})
             t0, c0, children0 = time.perf_counter(), time.process_time(), _children_cpu()
             result = train(cfg, [records[i] for i in two_hop], query_emb[two_hop], [records[i] for i in val],
                            query_emb[val], feats.node_emb, len(feats.relation_types), Path(out) / f"{variant}-m{m}-w{w}",
-                           progress=False, relation_types=feats.relation_types, dataset_meta={"dataset": "metaqa"},
-                           relation_emb=feats.relation_emb, node_types=feats.node_type,
-                           node_type_names=feats.node_type_names)
+                           **common)
             result_of[variant] = result
             epoch = result.history[-1]
             # training steps only for the rate (validation is timed apart); CPU time covers the whole call
@@ -126,14 +124,7 @@ def main() -> None:
         for variant, ops in [(v, o) for v in variants for o in ("torch", "dgl")]:
             policy = load_policy(result_of[variant].best_path, dataset="metaqa")
             policy.cfg.ops = ops
-            times = []
-            names = feats.node_type_names or []
-            for r, q in zip(sample, sample_q):
-                node_emb = feats.node_emb[r.node_ids]
-                types = [names[t] if t >= 0 else None for t in feats.node_type[r.node_ids]]
-                t = time.perf_counter()
-                policy.rank([r], [node_emb], q[None], k=20, node_types=[types])
-                times.append((time.perf_counter() - t) * 1000)
+            times = rank_one_at_a_time(policy, feats, sample, sample_q)
             latency[f"{variant}, {ops} ops"] = {"p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95)}
     probe_after = cpu_probe()
     for run in runs:

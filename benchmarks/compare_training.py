@@ -31,7 +31,10 @@ REPO = HERE.parents[1]
 
 def child(args: argparse.Namespace) -> None:
     """One measurement with the ``seeder_dgl`` of ``args.child``: prints one JSON line."""
-    sys.path.insert(0, str(Path(args.child).resolve()))
+    sys.path.insert(0, str(REPO))  # this checkout's benchmarks (they import no seeder_dgl) ...
+    from benchmarks.training_inputs import metaqa_two_hop, rank_one_at_a_time, train_kwargs
+
+    sys.path.insert(0, str(Path(args.child).resolve()))  # ... and the compared checkout's package
     from seeder_dgl.threads import configure_threads
 
     configure_threads(1)
@@ -45,28 +48,18 @@ def child(args: argparse.Namespace) -> None:
     from seeder_dgl.training.trainer import train
 
     records, query_emb = load_split(subgraph_dir("metaqa", args.profile, "train"))
-    two_hop = [i for i, r in enumerate(records) if 2_000_000 <= r.query_id < 3_000_000]
+    two_hop = metaqa_two_hop(records)
     chosen, val = two_hop[: args.queries], two_hop[args.queries: args.queries + args.latency_queries]
     feats = load_features("metaqa")
     cfg = TrainConfig.for_dataset("metaqa", args.profile, epochs=1, warmup_epochs=0, device="cpu", seed=0,
                                   workers=args.workers)
     with tempfile.TemporaryDirectory() as out:
-        common = dict(progress=False, relation_types=feats.relation_types, dataset_meta={"dataset": "metaqa"},
-                      relation_emb=feats.relation_emb, node_types=feats.node_type,
-                      node_type_names=feats.node_type_names)
         started = time.process_time()
         result = train(cfg, [records[i] for i in chosen], query_emb[chosen], [records[i] for i in val],
-                       query_emb[val], feats.node_emb, len(feats.relation_types), Path(out), **common)
+                       query_emb[val], feats.node_emb, len(feats.relation_types), Path(out), **train_kwargs(feats))
         policy = load_policy(result.best_path, dataset="metaqa")
         policy.cfg.ops = "torch"
-        names = feats.node_type_names or []
-        times = []
-        for i in val:
-            r, q = records[i], query_emb[i]
-            types = [names[t] if t >= 0 else None for t in feats.node_type[r.node_ids]]
-            tick = time.perf_counter()
-            policy.rank([r], [feats.node_emb[r.node_ids]], q[None], k=20, node_types=[types])
-            times.append((time.perf_counter() - tick) * 1000)
+        times = rank_one_at_a_time(policy, feats, [records[i] for i in val], query_emb[val])
     print(json.dumps({"queries_per_second": float(result.history[-1]["queries_per_s"]),
                       "rank0_cpu_seconds": time.process_time() - started,
                       "policy_p50_ms": float(np.percentile(times, 50)),

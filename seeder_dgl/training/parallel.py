@@ -141,7 +141,7 @@ class Group:
         has = torch.tensor([p.grad is not None for p in params], dtype=stats.dtype)
         parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=stats.dtype)
                  for p in params] + [has, stats.reshape(-1)]
-        size = sum(part.numel() for part in parts)
+        size = exchange_size(params, stats.numel())
         if self.exchange is not None and self.exchange.shape[2] == size and self.exchange.dtype == stats.dtype:
             block = self.exchange[self.turn]
             self.turn ^= 1
