@@ -27,6 +27,7 @@ from seeder_dgl.datasets import cache_root  # noqa: E402
 from seeder_dgl.graphstore.connection import open_driver  # noqa: E402
 from seeder_dgl.graphstore.export import export_graph  # noqa: E402
 from seeder_dgl.graphstore.live import LiveGraph  # noqa: E402
+from seeder_dgl.api import SEED_CANDIDATES  # noqa: E402
 from seeder_dgl.graphstore.procedures import khop_engine  # noqa: E402
 from seeder_dgl.graphstore.seeding import seed  # noqa: E402
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter  # noqa: E402
@@ -60,6 +61,8 @@ def short(setting: str) -> str:
         return "procedure, exact seeds"
     if setting == "procedure-exact-apart":
         return "procedure, exact seeds apart"
+    if setting == "procedure-candidates":
+        return "procedure, seeds among candidates"
     parts = int(setting.split("-")[1])
     return f"Cypher, {parts} partition{'s' if parts > 1 else ''}"
 
@@ -72,6 +75,10 @@ def describe(setting: str) -> str:
         return "procedure on the live graph, walking the store (adjacency: false)"
     if setting == "procedure-exact-apart":
         return "procedure on the live graph, on its copy, seeded exactly by a call of its own before K-hop"
+    if setting == "procedure-candidates":
+        return ("procedure on the live graph, on its copy, seeded exactly among the candidates a 1-bit scan "
+                "preselects, in the same statement (seeder.exactSeeds with config candidates: the API's default "
+                "past 500,000 nodes)")
     if setting == "procedure-exact":
         return ("procedure on the live graph, on its copy, seeded exactly in the same statement (seeder.exactSeeds "
                 "then seeder.khop: the API's default with the procedures, up to 500,000 nodes)")
@@ -120,11 +127,14 @@ timed on the first 50 queries only."""
 def exact_seeding(graphs: dict[str, LiveGraph], node_emb: np.ndarray, queries: np.ndarray, k: int,
                   cypher_queries: int = CYPHER_EXACT_QUERIES) -> dict:
     """Exact dense seeding alone, timed per query side by side: the procedure, the Cypher statement
-    (when a Cypher setting runs, on the first ``cypher_queries``), the vector index and the
-    in-memory scan; and how often the procedure's seeds are the scan's."""
+    (when a Cypher setting runs, on the first ``cypher_queries``), the vector index, the procedure
+    among preselected candidates (when that setting runs) and the in-memory scan; how often the
+    procedure's seeds are the scan's, and the recall@k of the approximate paths."""
     paths = {"procedure": lambda q: graphs["procedure"].dense_seeds(q, k, exact=True),
              "vector_index": lambda q: graphs["procedure"].dense_seeds(q, k, exact=False),
              "memory": lambda q: dense_topk(node_emb, q, k)}
+    if "procedure-candidates" in graphs:
+        paths["candidates"] = lambda q: graphs["procedure-candidates"].dense_seeds(q, k, exact=True)
     cypher = next((g for name, g in graphs.items() if name.startswith("cypher")), None)
     if cypher is not None:
         paths["cypher"] = lambda q: cypher.dense_seeds(q, k, exact=True)
@@ -134,6 +144,7 @@ def exact_seeding(graphs: dict[str, LiveGraph], node_emb: np.ndarray, queries: n
                 run(q)
     times: dict[str, list[float]] = {name: [] for name in paths}
     same = 0
+    found = {name: 0 for name in ("vector_index", "candidates") if name in paths}
     for i, q in enumerate(queries):
         got = {}
         for name, run in paths.items():
@@ -143,8 +154,11 @@ def exact_seeding(graphs: dict[str, LiveGraph], node_emb: np.ndarray, queries: n
             got[name] = run(q)
             times[name].append((time.perf_counter() - t) * 1000)
         same += [s for s, _ in got["procedure"]] == got["memory"][0].tolist()
+        for name in found:
+            found[name] += len({s for s, _ in got[name]} & set(got["memory"][0].tolist()))
     out: dict = {name: {"p50": percentile(v, 50), "p95": percentile(v, 95)} for name, v in times.items()}
     out["same_seeds_fraction"] = same / max(len(queries), 1)
+    out["recall_at_k"] = {name: n / max(len(queries) * k, 1) for name, n in found.items()}
     return out
 
 
@@ -175,10 +189,14 @@ def main() -> None:
                              "in-memory copy of the relationships), procedure-exact (the same from exact seeds), "
                              "procedure-store (walking the store) and cypher (once per --partitions setting); all "
                              "but procedure-exact seed through the vector index; procedure-exact-apart (not by "
-                             "default) seeds exactly in a statement of its own, as before the two were one")
+                             "default) seeds exactly in a statement of its own, as before the two were one; "
+                             "procedure-candidates (not by default) seeds exactly among --seed-candidates "
+                             "preselected nodes, as the API does past 500,000 nodes")
     parser.add_argument("--partitions", default="1,2",
                         help="hop partitions of the Cypher path to time side by side (LiveGraph hop_partitions); "
                              "the last one also runs the concurrency test")
+    parser.add_argument("--seed-candidates", type=int, default=SEED_CANDIDATES,
+                        help="candidates of the procedure-candidates setting (config candidates of seeder.exactSeeds)")
     parser.add_argument("--tag", default=None, help="suffix of the results file, to keep several runs")
     parser.add_argument("--no-exact-seeding", dest="exact_seeding", action="store_false",
                         help="skip timing exact seeding alone (where the dataset's sketches exceed the "
@@ -197,12 +215,12 @@ def main() -> None:
         args.seeds, args.budgets, args.seeding = prof.seeds, ",".join(map(str, prof.budgets)), prof.seeding
     budgets = [int(b) for b in args.budgets.split(",")]
     engines = args.khop.split(",")
-    if not engines or set(engines) - {"procedure", "procedure-exact", "procedure-exact-apart", "procedure-store",
-                                      "cypher"}:
-        parser.error(f"--khop takes procedure, procedure-exact, procedure-exact-apart, procedure-store and/or "
-                     f"cypher, not {args.khop!r}")
+    if not engines or set(engines) - {"procedure", "procedure-exact", "procedure-exact-apart", "procedure-candidates",
+                                      "procedure-store", "cypher"}:
+        parser.error(f"--khop takes procedure, procedure-exact, procedure-exact-apart, procedure-candidates, "
+                     f"procedure-store and/or cypher, not {args.khop!r}")
     if args.seeding != "dense":
-        engines = [e for e in engines if not e.startswith("procedure-exact")]  # exact seeding is dense seeding
+        engines = [e for e in engines if not e.startswith(("procedure-exact", "procedure-candidates"))]  # dense
     partitions = [int(p) for p in args.partitions.split(",")]
 
     driver = open_driver()
@@ -214,6 +232,9 @@ def main() -> None:
     for name in ("procedure-exact", "procedure-exact-apart"):
         if name in engines:
             graphs[name] = LiveGraph(driver, args.dataset, khop="procedure")
+    if "procedure-candidates" in engines:
+        graphs["procedure-candidates"] = LiveGraph(driver, args.dataset, khop="procedure",
+                                                   procedure_options={"candidates": args.seed_candidates})
     if "procedure-store" in engines:
         graphs["procedure-store"] = LiveGraph(driver, args.dataset, khop="procedure",
                                               procedure_options={"adjacency": False})
@@ -231,8 +252,8 @@ def main() -> None:
     print(f"export + CSR: {time.perf_counter() - t0:.1f} s", flush=True)
     texts, queries = query_embeddings(args.dataset, live, export.node_emb, args.queries, seed=0)
 
-    exact_seeded = {id(g) for name, g in graphs.items() if name.startswith("procedure-exact")}
-    combined = {id(graphs["procedure-exact"])} if "procedure-exact" in graphs else set()
+    exact_seeded = {id(g) for name, g in graphs.items() if name.startswith(("procedure-exact", "procedure-candidates"))}
+    combined = {id(graphs[name]) for name in ("procedure-exact", "procedure-candidates") if name in graphs}
 
     def seeds_of(graph: LiveGraph, i: int):
         return seed(graph, texts[i], queries[i], args.seeds, args.seeding, exact=id(graph) in exact_seeded)
@@ -264,6 +285,7 @@ def main() -> None:
     timed_ms: dict[str, list[float]] = {s: [] for s in settings}
     runs: dict[str, list] = {s: [] for s in settings}
     on_copy = exact_same = 0
+    candidate_hits = 0
     # The live paths first, then the in-memory reference: interleaved per query, the reference's
     # scans of the whole embedding matrix would evict the server's working set from the CPU caches.
     for i in range(len(queries)):
@@ -288,6 +310,8 @@ def main() -> None:
         memory_ms.append((time.perf_counter() - t) * 1000)
         if "procedure-exact" in runs:
             exact_same += [s for s, _ in runs["procedure-exact"][i][0]] == ids.tolist()
+        if "procedure-candidates" in runs:
+            candidate_hits += len({s for s, _ in runs["procedure-candidates"][i][0]} & set(ids.tolist()))
         live_seeds = runs[settings[0]][i][0]
         recall.append(len({s for s, _ in live_seeds} & set(ids.tolist())) / max(args.seeds, 1))
         for name in settings:  # exactness: the reference from the very seeds the live path had
@@ -325,6 +349,9 @@ def main() -> None:
         "procedure_on_copy_fraction": on_copy / len(queries) if "procedure" in graphs else None,
         "copy_read_seconds": copy_read,
         "exact_seeds_equal_scan_fraction": exact_same / len(queries) if "procedure-exact" in graphs else None,
+        "seed_candidates": args.seed_candidates if "procedure-candidates" in graphs else None,
+        "candidate_seeds_recall_at_k0": candidate_hits / (len(queries) * max(args.seeds, 1))
+        if "procedure-candidates" in graphs else None,
     }
     command = (f"python benchmarks/bench_retrieval.py --dataset {args.dataset}"
                + (f" --profile {args.profile}" if args.profile else "")
@@ -333,6 +360,7 @@ def main() -> None:
                + (f" --queries {args.queries}" if args.queries != 500 else "")
                + (f" --seconds {args.seconds:g}" if args.seconds != 60.0 else "")
                + (f" --warmup-passes {args.warmup_passes}" if args.warmup_passes != 1 else "")
+               + (f" --seed-candidates {args.seed_candidates}" if args.seed_candidates != SEED_CANDIDATES else "")
                + (f" --tag {args.tag}" if args.tag else "")
                + ("" if args.exact_seeding else " --no-exact-seeding")
                + (f" --cypher-exact-queries {args.cypher_exact_queries}"
@@ -352,7 +380,9 @@ def main() -> None:
         "the in-memory reference then ran the same queries. Every row includes seeding (the same "
         "seeding statement on every path, except the exact-seeded rows') and reading the subgraph's relationships."
         + (f" The exact seeds equal the in-memory scan's for {result['exact_seeds_equal_scan_fraction']:.3f} of "
-           "queries." if result["exact_seeds_equal_scan_fraction"] is not None else ""), "",
+           "queries." if result["exact_seeds_equal_scan_fraction"] is not None else "")
+        + (f" The seeds among {args.seed_candidates:,} candidates hold {result['candidate_seeds_recall_at_k0']:.3f} "
+           f"of the in-memory scan's (recall@{args.seeds})." if result["seed_candidates"] is not None else ""), "",
         (f"Vector index recall@{args.seeds} against exact search: {result['index_recall_at_k0']:.3f}. "
          if args.seeding == "dense" else f"Seeds: {args.seeding} (no vector-index recall to measure). ") +
         "Same node set as the reference K-hop from the same seeds: "
@@ -367,7 +397,12 @@ def main() -> None:
            + (f"; Cypher (seeding/exact.cypher, the first {min(args.cypher_exact_queries, len(queries))} queries) p50 "
               f"{exact['cypher']['p50']:.1f} ms, p95 {exact['cypher']['p95']:.1f} ms"
               if exact.get("cypher") else "")
-           + f"; vector index p50 {exact['vector_index']['p50']:.1f} ms; in-memory scan p50 "
+           + f"; vector index p50 {exact['vector_index']['p50']:.1f} ms (recall@{args.seeds} "
+           f"{exact['recall_at_k']['vector_index']:.3f})"
+           + (f"; procedure among {args.seed_candidates:,} candidates p50 {exact['candidates']['p50']:.1f} ms, p95 "
+              f"{exact['candidates']['p95']:.1f} ms (recall@{args.seeds} {exact['recall_at_k']['candidates']:.3f})"
+              if "candidates" in exact else "")
+           + f"; in-memory scan p50 "
            f"{exact['memory']['p50']:.1f} ms. The procedure's seeds equal the in-memory scan's for "
            f"{exact['same_seeds_fraction']:.3f} of queries.", ""] if exact else []),
         "\n\n".join(f"Concurrency, {short(name)}: {c['clients']} clients for {c['seconds']} s: {c['completed']} "

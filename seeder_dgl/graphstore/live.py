@@ -87,7 +87,9 @@ class LiveGraph:
     (their ``config`` map): ``adjacency`` (default true: walk the server's in-memory copy of the
     relationships while no write has changed them), ``adjacency_wait`` (default false: when there
     is no valid copy, read one before this call instead of in the background), ``seed_index`` and
-    ``simd``. The result is the same either way; they exist for benchmarks and tests.
+    ``simd``: the result is the same either way; they exist for benchmarks and tests. And
+    ``candidates`` (default 0): exact dense seeding scores only the ~that many nodes a 1-bit scan of
+    the dataset's sketches finds nearest (``api.SEED_CANDIDATES``, for datasets of millions of nodes).
     """
 
     def __init__(self, driver: Driver, dataset: str, database: str | None = None,

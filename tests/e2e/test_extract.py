@@ -99,8 +99,9 @@ def test_live_dense_seeds_are_the_exact_ones_where_the_server_has_the_procedures
                                                                                   seeder_procedures, monkeypatch):
     """The API's dense seeds by default: an exact scan where the server has seeder-dgl's procedures
     (the seeds extract computed for training, here those of the in-memory scan), the vector index
-    where K-hop runs in Cypher (whose exact scan would read every node) or the dataset is larger
-    than EXACT_SEEDING_MAX_NODES; exact_seeds overrides."""
+    where K-hop runs in Cypher (whose exact scan would read every node); past
+    EXACT_SEEDING_MAX_NODES the procedure scores exactly only SEED_CANDIDATES preselected nodes;
+    exact_seeds overrides."""
     import seeder_dgl.api
     from seeder_dgl.api import Retriever
     from seeder_dgl.retrieval.memory import dense_topk
@@ -114,12 +115,23 @@ def test_live_dense_seeds_are_the_exact_ones_where_the_server_has_the_procedures
         for query, vector in zip(queries, q):
             served = api.retrieve(query.text, k=15)
             assert sorted(n.id for n in served.nodes if n.seed) == sorted(dense_topk(emb, vector, 3)[0].tolist())
+        assert api.seed_candidates == 0
     monkeypatch.setattr(seeder_dgl.api, "EXACT_SEEDING_MAX_NODES", len(emb) - 1)
-    with Retriever(dataset_label, method="khop", seeding="dense", driver=neo4j_driver, encoder=encoder) as api:
-        assert api.exact_seeds is False
+    for candidates in (len(emb), 4):
+        monkeypatch.setattr(seeder_dgl.api, "SEED_CANDIDATES", candidates)
+        with Retriever(dataset_label, method="khop", seeds=3, budgets=(8, 12), seeding="dense",
+                       driver=neo4j_driver, encoder=encoder) as api:
+            assert api.exact_seeds is True and api.seed_candidates == candidates
+            for query, vector in zip(queries, q):
+                seeds = {n.id: n.score for n in api.retrieve(query.text, k=15).nodes if n.seed}
+                unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+                exact = {int(i): float(unit[i] @ (vector / np.linalg.norm(vector))) for i in seeds}
+                np.testing.assert_allclose([seeds[i] for i in exact], list(exact.values()), atol=1e-6)
+                if candidates == len(emb):  # every node a candidate: the full exact scan
+                    assert sorted(seeds) == sorted(dense_topk(emb, vector, 3)[0].tolist())
     monkeypatch.setattr(seeder_dgl.api, "EXACT_SEEDING_MAX_NODES", len(emb))
     with Retriever(dataset_label, method="khop", seeding="dense", driver=neo4j_driver, encoder=encoder) as api:
-        assert api.exact_seeds is True
+        assert api.exact_seeds is True and api.seed_candidates == 0
     monkeypatch.setenv("SEEDER_KHOP", "cypher")
     with Retriever(dataset_label, method="khop", seeding="dense", driver=neo4j_driver, encoder=encoder) as api:
         assert api.exact_seeds is False

@@ -613,3 +613,67 @@ def test_khop_on_the_copy_of_the_relationships_sees_every_write_at_once(neo4j_dr
     finally:
         neo4j_driver.execute_query(f"MATCH (n:{marker}) DETACH DELETE n")
         writer.reset()
+
+
+def _preselected_rows(emb: np.ndarray, q: np.ndarray, keep: int) -> np.ndarray:
+    """The rows seeder.exactSeeds's preselection keeps (SeedIndex.preselect), computed here from the
+    same sketches: sign bits of the unit sketches against their mean; the query's signs by Hamming
+    distance keep the nearest 10 * keep rows and every row tied with the last; of those, the signs as
+    +1/-1 against the query rounded to 16 levels keep the best ``keep``, ties again included."""
+    from seeder_dgl.graphstore.sketch import embedding_sketch
+
+    codes, _ = embedding_sketch(emb)
+    codes = codes.astype(np.float64)
+    unit = codes * (1.0 / np.sqrt((codes * codes).sum(1)))[:, None]
+    bits = unit > unit.mean(0)
+    q = q / np.linalg.norm(q)
+    peak = np.abs(q).max()
+    level = np.clip(np.rint((q + peak) / (2 * peak / 15)), 0, 15)
+    distance = (bits != (q > 0)).sum(1)
+    near = distance <= np.sort(distance)[10 * keep - 1]
+    score = np.where(near, 2 * (bits * level).sum(1) - 15 * bits.sum(1), np.iinfo(np.int64).min)
+    return np.flatnonzero(score >= np.sort(score)[::-1][keep - 1])
+
+
+@pytest.mark.parametrize("guess", [True, False], ids=["guessed", "counted-first"])
+def test_seeding_among_preselected_candidates_is_exact_over_the_preselection(neo4j_driver, dataset_label,
+                                                                             seeder_procedures, guess):
+    """With config ``candidates`` (datasets of millions of nodes), seeder.exactSeeds scores exactly
+    only the rows a 1-bit scan of its index preselects: the seeds are the exact top-k among the rows
+    this test's own implementation of that preselection keeps (96 dimensions: two 64-bit words a
+    row, the second half full), with float64 similarities, whether the scan guessed which rows to
+    estimate twice or (``preselect_guess: false``, the path a guess found short takes) counted every
+    distance first; as many candidates as nodes, or none asked, is the full exact scan."""
+    kg, emb = random_kg(dataset_label, 1500, 6000, seed=21), random_embeddings(1500, dim=96, seed=21)
+    queries = [emb[3 + 11 * i] + 0.8 * random_embeddings(1, dim=96, seed=900 + i)[0] for i in range(6)]
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, emb, random_embeddings(len(kg.relation_names), dim=96, seed=22), "test-model",
+                  progress=False)
+    try:
+        live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
+        version = neo4j_driver.execute_query("MATCH (m:SeederDataset {name: $name}) RETURN m.sketch_version AS v",
+                                             name=dataset_label).records[0]["v"]
+        config = {**live.schema.procedure_config(), "sketch_version": version, "preselect_guess": guess}
+
+        def seeds(q, k, **options):
+            records = neo4j_driver.execute_query(
+                "CALL seeder.exactSeeds($label, $embedding, $k, $config) YIELD id, similarity RETURN id, similarity",
+                label=live.label, embedding=live.query_vector(q), k=k, config={**config, **options}).records
+            return [r["id"] for r in records], [r["similarity"] for r in records]
+
+        narrowed = 0
+        for q in queries:
+            rows = _preselected_rows(emb, q, 40)
+            assert 40 <= len(rows) < 1500
+            ids, sims = dense_topk(emb[rows], q, 5)
+            got_ids, got_sims = seeds(q, 5, candidates=40)
+            assert got_ids == rows[ids].tolist()
+            np.testing.assert_allclose(got_sims, sims, rtol=0, atol=1e-12)
+            full = dense_topk(emb, q, 5)[0].tolist()
+            narrowed += got_ids != full
+            assert seeds(q, 5, candidates=1500)[0] == full and seeds(q, 5)[0] == full
+        assert narrowed > 0  # 40 of 1,500 rows: the preselection did leave some exact seeds out
+        with pytest.raises(Exception, match="config.candidates must be a whole number"):
+            seeds(emb[0], 5, candidates=-1)
+    finally:
+        writer.reset()

@@ -577,7 +577,9 @@ public class Retrieval {
             + "query by cosine over the stored embeddings, exactly (id, similarity), best first, ties by smaller "
             + "id; config: property names and sketch_version as for seeder.khop, seed_index and simd (both default "
             + "true: the dataset's sketches kept side by side in memory under the version, summed in SIMD lanes where "
-            + "the server can; false reads every node from the store, or sums in scalar code)")
+            + "the server can; false reads every node from the store, or sums in scalar code), candidates (default 0: "
+            + "every node; n > 0: only the ~n nodes a scan of one sign bit a dimension finds nearest are scored, "
+            + "for datasets of millions of nodes, where the full scan is bound by memory bandwidth)")
     public Stream<Seed> exactSeeds(@Name("label") String label, @Name("embedding") List<Double> embedding,
                                    @Name("k") long k,
                                    @Name(value = "config", defaultValue = "{}") Map<String, Object> config) {
@@ -589,19 +591,34 @@ public class Retrieval {
         }
         int limit = (int) Math.min(k, Integer.MAX_VALUE);
         SeedIndex index = SeedIndex.of(db, dataset, properties, () -> labelCount(dataset), tx, guard, true);
-        List<Seed> found = index != null ? indexedSeeds(index, dataset, scoring, properties.simd, limit)
+        int[] rows = index != null && properties.candidates > 0
+                ? index.preselect(scoring, Math.max(properties.candidates, limit), properties.preselectGuess) : null;
+        List<Seed> found = index != null ? indexedSeeds(index, dataset, scoring, properties.simd, limit, rows)
                 : storeSeeds(dataset, scoring, limit);
         found.sort(Comparator.comparingDouble((Seed s) -> -s.similarity).thenComparingLong(s -> s.id));
         return found.stream().limit(limit);
     }
 
-    /** Exact seeding from the flat sketches of {@link SeedIndex}: bounds in one pass over arrays, then
-     * the survivors found again in the store (still there, still in the dataset) and scored exactly. */
-    private List<Seed> indexedSeeds(SeedIndex index, Label dataset, Scoring scoring, boolean simd, int limit) {
-        int n = index.size();
-        double[] approx = new double[n];
-        double[] width = new double[n];
-        index.bounds(scoring, simd, approx, width);
+    /** Exact seeding from the flat sketches of {@link SeedIndex}: bounds in one pass over arrays (over
+     * every row, or the rows {@code rows} lists), then the survivors found again in the store (still
+     * there, still in the dataset) and scored exactly. */
+    private List<Seed> indexedSeeds(SeedIndex index, Label dataset, Scoring scoring, boolean simd, int limit,
+                                    int[] rows) {
+        int n = rows == null ? index.size() : rows.length;
+        double[] approx = rows == null ? index.borrowRowValues() : new double[n];
+        double[] width = rows == null ? index.borrowRowValues() : new double[n];
+        try {
+            return indexedSeeds(index, dataset, scoring, simd, limit, rows, approx, width);
+        } finally {
+            index.giveBack(approx);
+            index.giveBack(width);
+        }
+    }
+
+    private List<Seed> indexedSeeds(SeedIndex index, Label dataset, Scoring scoring, boolean simd, int limit,
+                                    int[] rows, double[] approx, double[] width) {
+        int n = rows == null ? index.size() : rows.length;
+        index.bounds(scoring, simd, rows, approx, width);
         guard.check();
         Scoring.KthLargest lows = new Scoring.KthLargest(limit);
         for (int i = 0; i < n; i++) {
@@ -615,7 +632,7 @@ public class Retrieval {
         for (int i = 0; i < n; i++) {
             if (approx[i] + width[i] >= threshold) {
                 guard.check();
-                Node node = Adjacency.nodeById(tx, index.node(i));
+                Node node = Adjacency.nodeById(tx, index.node(rows == null ? i : rows[i]));
                 if (node == null || !node.hasLabel(dataset)) {
                     return storeSeeds(dataset, scoring, limit);
                 }

@@ -76,6 +76,13 @@ final class Scoring {
         /** K-hop also returns the embedding, type and name of every selected node, read once with
          * its score ({@code features}, default false), so that no second call has to read them. */
         final boolean features;
+        /** Exact seeding over the rows a 1-bit scan of the {@link SeedIndex} preselects: about this
+         * many (config {@code candidates}, default 0: every node of the dataset, exactly). */
+        final int candidates;
+        /** The preselection guesses from a sample which rows to estimate twice in its first pass
+         * ({@code preselect_guess}, default true); false leaves every row to the passes that
+         * follow a guess found short. The same rows either way: the switch exists for tests. */
+        final boolean preselectGuess;
 
         Properties(Map<String, Object> config) {
             Map<String, Object> c = config == null ? Map.of() : config;
@@ -93,6 +100,8 @@ final class Scoring {
             adjacencyWait = c.get("adjacency_wait") != null && flag(c, "adjacency_wait");
             seedIndexWait = c.get("seed_index_wait") != null && flag(c, "seed_index_wait");
             features = c.get("features") != null && flag(c, "features");
+            candidates = count(c, "candidates");
+            preselectGuess = flag(c, "preselect_guess");
             Object given = c.get("types");
             if (given == null) {
                 types = null;
@@ -118,6 +127,17 @@ final class Scoring {
                 throw new IllegalArgumentException("config." + key + " must be true or false");
             }
             return on;
+        }
+
+        private static int count(Map<String, Object> config, String key) {
+            Object value = config.get(key);
+            if (value == null) {
+                return 0;
+            }
+            if (!(value instanceof Long number) || number < 0) {
+                throw new IllegalArgumentException("config." + key + " must be a whole number of nodes (0: all)");
+            }
+            return (int) Math.min(number, Integer.MAX_VALUE);
         }
 
         private static String text(Map<String, Object> config, String key, String fallback) {
@@ -275,6 +295,11 @@ final class Scoring {
 
     int[] queryCodes() {
         return queryCodes;
+    }
+
+    /** The query as a unit vector. */
+    double[] query() {
+        return query;
     }
 
     /** The query is {@code codeScale() * queryCodes()} up to rounding. */

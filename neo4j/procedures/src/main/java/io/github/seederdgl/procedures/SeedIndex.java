@@ -2,6 +2,8 @@ package io.github.seederdgl.procedures;
 
 import java.util.Arrays;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
@@ -30,10 +32,20 @@ import org.neo4j.procedure.TerminationGuard;
  * stored embedding.
  *
  * <p>Each index holds at most a quarter of the heap (Prime scale, 129k nodes of 384 dimensions:
- * 59 MB; MAG scale, 1.87M nodes: 0.8 GB, so a 6 GB heap); a larger dataset is seeded through the
+ * 65 MB; MAG scale, 1.87M nodes: 0.9 GB, so a 6 GB heap); a larger dataset is seeded through the
  * store as before, and whether it fits is known from the label's count and the first sketch,
  * before the rest is read. The build reads past {@link SketchCache} and then drops that cache's
  * sketches of the label, which the index holds: the two never keep the same sketches twice.
+ *
+ * <p>Past a few hundred thousand nodes the exact scan is bound by memory bandwidth (MAG scale:
+ * 720 MB of codes a question, ~60 ms). With config {@code candidates}, {@link #preselect} narrows
+ * it first: every row also keeps one bit a dimension (its unit sketch above or below the dataset's
+ * mean there), 48 bytes at 384 dimensions. A Hamming scan of those bits against the query's signs
+ * keeps the {@code 10 * keep} nearest rows, the query rounded to 16 levels a dimension scores those
+ * against the same bits and keeps {@code keep}, and only those are bounded by their codes and
+ * scored exactly. Nodes the two estimates leave out are the price: on random 384-dimensional
+ * vectors (the synthetic MAG-scale graph, the hardest case: no cluster stands out) 10,000 of 1.87M
+ * rows held the exact top 3 for 0.990 of them (benchmarks/README.md).
  */
 final class SeedIndex {
     /** Dimensions summed in ints before the sum moves to a long: each of the four scalar sums then
@@ -41,6 +53,8 @@ final class SeedIndex {
     private static final int BLOCK = 2048;
     /** Below this many multiply-adds a scan stays on the calling thread. */
     private static final long PARALLEL_WORK = 4_000_000L;
+    /** Fixed ranges the mean of the sketches is summed in (see {@link #signs}). */
+    private static final int MEAN_RANGES = 8;
     static final long BUDGET = Runtime.getRuntime().maxMemory() / 4;
     /** Whether {@link VectorDot} can run: its module is loaded and the CPU has the lanes. */
     static final boolean SIMD = simd();
@@ -67,6 +81,21 @@ final class SeedIndex {
     private final double[] error;
     /** Internal id to row, for K-hop, which bounds the neighbours it meets one by one. */
     private final LongIntMap rows;
+    /** Arrays of one entry a row that exact seeding borrows and gives back: allocated anew in every
+     * call, they cost more than the scan's arithmetic at MAG scale (~13 ms for 15 MB: at that size
+     * the JVM's collector allocates each outside its fast path). At most {@link #POOLED} are kept
+     * (two calls' worth); more concurrent calls allocate their own. */
+    private final ConcurrentLinkedQueue<double[]> rowValues = new ConcurrentLinkedQueue<>();
+    private final AtomicInteger pooled = new AtomicInteger();
+    private static final int POOLED = 4;
+    /** Rows without a sketch, ascending: {@link #preselect} always keeps them (no bound, no estimate). */
+    private final int[] unsketched;
+    /** 64-bit words of one row's {@link #signs}. */
+    private final int words;
+    /** Row i, {@link #words} longs: bit j set when node i's unit sketch is above the dataset's mean in
+     * dimension j (all zero when it has no sketch). Centring first spreads the bits: embeddings
+     * share a direction, and uncentred bits would mostly agree between any two nodes. */
+    private final long[] signs;
 
     private SeedIndex(String version, long count, int dimension, long[] nodes, byte[] codes, double[] inverseNorm,
                       double[] error) {
@@ -81,10 +110,98 @@ final class SeedIndex {
         for (int i = 0; i < nodes.length; i++) {
             rows.putIfAbsent(nodes[i], i);
         }
+        this.unsketched = IntStream.range(0, nodes.length).filter(i -> inverseNorm[i] == 0.0).toArray();
+        this.words = (Math.max(dimension, 0) + 63) / 64;
+        this.signs = dimension > 0 ? signs(codes, inverseNorm, nodes.length, dimension, words) : new long[0];
+    }
+
+    /** Chunks a scan of {@code work} multiply-adds is split into: one below {@link #PARALLEL_WORK}. */
+    private static int chunks(long work) {
+        return work < PARALLEL_WORK ? 1 : Math.min(Runtime.getRuntime().availableProcessors(), 8);
+    }
+
+    /** Runs {@code body(chunk, start, stop)} over [0, n) in {@code chunks} contiguous ranges, in parallel
+     * when there are several. */
+    private static void split(int n, int chunks, RangeBody body) {
+        int step = (n + chunks - 1) / chunks;
+        IntStream range = IntStream.range(0, chunks);
+        (chunks > 1 ? range.parallel() : range).forEach(
+                chunk -> body.run(chunk, Math.min(n, chunk * step), Math.min(n, (chunk + 1) * step)));
+    }
+
+    @FunctionalInterface
+    private interface RangeBody {
+        void run(int chunk, int start, int stop);
+    }
+
+    /** The sign bits of every row against the mean of the unit sketches (summed in eight fixed ranges,
+     * then in range order, so the same rows give the same bits on any number of cores). */
+    private static long[] signs(byte[] codes, double[] inverseNorm, int n, int dimension, int words) {
+        int chunks = MEAN_RANGES;
+        double[][] partial = new double[chunks][dimension];
+        int[] sketched = new int[chunks];
+        split(n, chunks, (chunk, start, stop) -> {
+            double[] sum = partial[chunk];
+            for (int i = start; i < stop; i++) {
+                if (inverseNorm[i] != 0.0) {
+                    sketched[chunk]++;
+                    for (int j = 0, o = i * dimension; j < dimension; j++) {
+                        sum[j] += codes[o + j] * inverseNorm[i];
+                    }
+                }
+            }
+        });
+        double[] mean = new double[dimension];
+        int count = 0;
+        for (int c = 0; c < chunks; c++) {
+            count += sketched[c];
+            for (int j = 0; j < dimension; j++) {
+                mean[j] += partial[c][j];
+            }
+        }
+        for (int j = 0; j < dimension; j++) {
+            mean[j] /= Math.max(count, 1);
+        }
+        long[] bits = new long[n * words];
+        split(n, chunks, (chunk, start, stop) -> {
+            for (int i = start; i < stop; i++) {
+                double scale = inverseNorm[i];
+                if (scale == 0.0) {
+                    continue;
+                }
+                for (int w = 0, o = i * dimension; w < words; w++) {
+                    long word = 0L;
+                    for (int j = w * 64, end = Math.min(dimension, j + 64); j < end; j++) {
+                        word |= (codes[o + j] * scale > mean[j] ? 1L : 0L) << j;
+                    }
+                    bits[i * words + w] = word;
+                }
+            }
+        });
+        return bits;
     }
 
     int size() {
         return nodes.length;
+    }
+
+    /** An array of {@link #size()} doubles for one call, to hand back with {@link #giveBack}; its
+     * values are whatever the last call left. */
+    double[] borrowRowValues() {
+        double[] kept = rowValues.poll();
+        if (kept == null) {
+            return new double[nodes.length];
+        }
+        pooled.decrementAndGet();
+        return kept;
+    }
+
+    void giveBack(double[] values) {
+        if (values.length == nodes.length && pooled.incrementAndGet() <= POOLED) {
+            rowValues.offer(values);
+        } else if (values.length == nodes.length) {
+            pooled.decrementAndGet();
+        }
     }
 
     /**
@@ -261,10 +378,11 @@ final class SeedIndex {
                 codes == null ? new byte[0] : codes, Arrays.copyOf(inverseNorm, n), Arrays.copyOf(error, n));
     }
 
-    /** Heap taken by an index of {@code rows} sketches of {@code dimension} codes: the codes, the
-     * id, norm and error of each row, and the id-to-row map (two to four slots of 12 bytes a row). */
+    /** Heap taken by an index of {@code rows} sketches of {@code dimension} codes: the codes, their
+     * sign bits, the id, norm and error of each row, and the id-to-row map (two to four slots of 12
+     * bytes a row). */
     static long bytes(long rows, int dimension) {
-        return rows * (dimension + 24L + 48L);
+        return rows * (dimension + (dimension + 63L) / 64 * 8 + 24L + 48L);
     }
 
     /** Remembered under the version and count, so that the next call does not try again. */
@@ -299,11 +417,12 @@ final class SeedIndex {
     }
 
     /**
-     * The approximate cosine of every node with the query (from its codes) into {@code approx},
-     * and its half-width (sketch error plus the query's rounding) into {@code width}.
+     * The approximate cosine with the query (from the codes) of every node, or of the rows listed in
+     * {@code rows} (null: all), into {@code approx[p]} for the p-th of them, and its half-width
+     * (sketch error plus the query's rounding) into {@code width[p]}.
      */
-    void bounds(Scoring scoring, boolean simd, double[] approx, double[] width) {
-        int n = nodes.length;
+    void bounds(Scoring scoring, boolean simd, int[] rows, double[] approx, double[] width) {
+        int n = rows == null ? nodes.length : rows.length;
         if (n == 0) {
             return;
         }
@@ -313,21 +432,282 @@ final class SeedIndex {
         int[] query = scoring.queryCodes();
         double scale = scoring.codeScale();
         double rounding = scoring.codeError();
-        int chunks = (long) n * dimension < PARALLEL_WORK ? 1
-                : Math.min(Runtime.getRuntime().availableProcessors(), 8);
-        int step = (n + chunks - 1) / chunks;
-        IntStream range = IntStream.range(0, chunks);
-        (chunks > 1 ? range.parallel() : range).forEach(chunk -> {
-            int stop = Math.min(n, (chunk + 1) * step);
-            for (int i = chunk * step; i < stop; i++) {
+        // Listed rows lie far apart: each waits for memory, so the cores pay off four times sooner.
+        split(n, chunks((long) n * dimension * (rows == null ? 1 : 4)), (chunk, start, stop) -> {
+            for (int p = start; p < stop; p++) {
+                int i = rows == null ? p : rows[p];
                 if (inverseNorm[i] == 0.0) {
-                    approx[i] = 0.0;
+                    approx[p] = 0.0;
                 } else {
-                    approx[i] = scale * dot(query, i * dimension, simd) * inverseNorm[i];
+                    approx[p] = scale * dot(query, i * dimension, simd) * inverseNorm[i];
                 }
-                width[i] = error[i] + rounding;
+                width[p] = error[i] + rounding;
             }
         });
+    }
+
+    /**
+     * About {@code keep} rows likely to hold the query's nearest nodes, ascending; null when that is
+     * every row (then the whole index is scanned). Two estimates from the sign bits, each keeping
+     * every row tied with its last (so the rows kept never depend on an order among equals):
+     * Hamming distance to the query's signs keeps the nearest {@code 10 * keep}; of those, the
+     * inner product of the signs (as +1 / -1) with the query rounded to 16 levels keeps the best
+     * {@code keep}. Rows without a sketch are always kept: their bounds are unbounded, and the exact
+     * score decides.
+     *
+     * <p>One pass over the bits does both: the second estimate is taken right after the first,
+     * while the row is in cache, for every row within a distance guessed from the first sixteenth
+     * of the pass. A second pass over rows scattered through 90 MB (MAG scale) waited for memory
+     * row by row and took as long as the first. Rows the guess left out are scored afterwards;
+     * without {@code guessing} every row is (the same rows come out: tests compare the two).
+     */
+    int[] preselect(Scoring scoring, int keep, boolean guessing) {
+        int n = nodes.length;
+        if (dimension <= 0 || keep <= 0 || keep >= n) {
+            return null;
+        }
+        scoring.checkDimension(dimension);
+        Query query = new Query(scoring.query(), words);
+        long wanted = Math.min(n, 10L * keep);
+        int chunks = chunks((long) n * words * 8);
+        int[][] counts = new int[chunks][dimension + 1];
+        int[] guess = new int[chunks];
+        Scored[] scored = new Scored[chunks];
+        split(n, chunks, (chunk, start, stop) -> {
+            if (!guessing) {
+                guess[chunk] = -1;  // nothing scored in this pass: every row is left to the next
+                scored[chunk] = new Scored();
+                return;
+            }
+            int[] count = counts[chunk];
+            int sampled = Math.min(stop, start + Math.max(256, (stop - start) / 16));
+            int[] sample = new int[dimension + 1];
+            for (int i = start; i < sampled; i++) {
+                sample[hamming(i, query)]++;
+            }
+            // The sample's distance at 1.25 times the share wanted. Only rows within it are counted
+            // and scored: the rest never needs more than its distance.
+            long share = (long) Math.ceil(1.25 * wanted / n * (sampled - start));
+            int within = cutoff(new int[][] {sample}, share, false);
+            guess[chunk] = within;
+            Scored here = new Scored();
+            for (int i = start; i < stop; i++) {
+                int h = hamming(i, query);
+                if (h <= within) {
+                    count[h]++;
+                    here.add(i, h, levelScore(i, query));
+                }
+            }
+            scored[chunk] = here;
+        });
+        // Every chunk counted every distance up to the smallest guess: the cutoff is exact when it
+        // lies there. Else (the guesses fell short) all distances are counted, and the rows between
+        // a chunk's guess and the cutoff scored, in passes of their own.
+        int counted = Arrays.stream(guess).min().orElse(dimension);
+        int reached = cutoff(counts, wanted, false);
+        if (reached > counted) {
+            int[][] all = new int[chunks][dimension + 1];
+            split(n, chunks, (chunk, start, stop) -> {
+                for (int i = start; i < stop; i++) {
+                    all[chunk][hamming(i, query)]++;
+                }
+            });
+            reached = cutoff(all, wanted, false);
+        }
+        int farthest = reached;
+        split(n, chunks, (chunk, start, stop) -> {
+            Scored here = scored[chunk];
+            if (farthest > guess[chunk]) {
+                for (int i = start; i < stop; i++) {
+                    int h = hamming(i, query);
+                    if (h > guess[chunk] && h <= farthest) {
+                        here.add(i, h, levelScore(i, query));
+                    }
+                }
+                here.sort();
+            }
+            here.keepWithin(farthest);
+        });
+        int span = 15 * dimension;
+        int[][] levels = new int[chunks][2 * span + 1];
+        for (int c = 0; c < chunks; c++) {
+            for (int p = 0; p < scored[c].size; p++) {
+                levels[c][scored[c].score[p] + span]++;
+            }
+        }
+        int lowest = cutoff(levels, keep, true) - span;
+        // The rows kept, ascending, and every row without a sketch among them.
+        int[] out = new int[keep + unsketched.length];
+        int m = 0;
+        int u = 0;
+        for (Scored here : scored) {
+            for (int p = 0; p < here.size; p++) {
+                if (here.score[p] < lowest) {
+                    continue;
+                }
+                int row = here.row[p];
+                for (; u < unsketched.length && unsketched[u] <= row; u++) {
+                    out = append(out, m++, unsketched[u]);
+                }
+                if (m == 0 || out[m - 1] != row) {
+                    out = append(out, m++, row);
+                }
+            }
+        }
+        for (; u < unsketched.length; u++) {
+            out = append(out, m++, unsketched[u]);
+        }
+        return Arrays.copyOf(out, m);
+    }
+
+    private static int[] append(int[] out, int at, int value) {
+        int[] into = at < out.length ? out : Arrays.copyOf(out, 2 * out.length + 16);
+        into[at] = value;
+        return into;
+    }
+
+    /** The query's signs, and its values rounded to 16 levels over [-peak, peak] as 4 bit planes;
+     * at 384 dimensions (six words a row) also each word on its own, for {@link #hamming6}. */
+    private static final class Query {
+        final long[] signs;
+        final long[] planes;
+        final boolean six;
+        final long s0, s1, s2, s3, s4, s5;
+
+        Query(double[] q, int words) {
+            signs = new long[words];
+            planes = new long[4 * words];
+            double peak = 0.0;
+            for (double v : q) {
+                peak = Math.max(peak, Math.abs(v));
+            }
+            double step = 2.0 * peak / 15.0;
+            for (int j = 0; j < q.length; j++) {
+                if (q[j] > 0.0) {
+                    signs[j >>> 6] |= 1L << j;
+                }
+                int level = (int) Math.max(0, Math.min(15, Math.rint((q[j] + peak) / step)));
+                for (int b = 0; b < 4; b++) {
+                    if ((level >>> b & 1) != 0) {
+                        planes[b * words + (j >>> 6)] |= 1L << j;
+                    }
+                }
+            }
+            six = words == 6;
+            long[] w = six ? signs : new long[6];
+            s0 = w[0];
+            s1 = w[1];
+            s2 = w[2];
+            s3 = w[3];
+            s4 = w[4];
+            s5 = w[5];
+        }
+    }
+
+    /** Hamming distance of row i's signs to the query's (a row without a sketch has no bits set). */
+    private int hamming(int i, Query query) {
+        if (query.six) {
+            return hamming6(i, query);
+        }
+        long[] q = query.signs;
+        int h = 0;
+        for (int w = 0, o = i * words; w < words; w++) {
+            h += Long.bitCount(signs[o + w] ^ q[w]);
+        }
+        return h;
+    }
+
+    /** {@link #hamming} written out for six words: the JIT keeps the query's words in registers,
+     * where the loop over a row's words (its count known only at run time) took twice as long. */
+    private int hamming6(int i, Query q) {
+        int o = i * 6;
+        long[] s = signs;
+        return Long.bitCount(s[o] ^ q.s0) + Long.bitCount(s[o + 1] ^ q.s1) + Long.bitCount(s[o + 2] ^ q.s2)
+                + Long.bitCount(s[o + 3] ^ q.s3) + Long.bitCount(s[o + 4] ^ q.s4) + Long.bitCount(s[o + 5] ^ q.s5);
+    }
+
+    /** sum_j (2 s_j - 1) * level_j of row i, up to terms equal for every row: 2 * sum_b 2^b
+     * popcount(s & plane_b) - 15 popcount(s), in [-15 d, 15 d]. */
+    private int levelScore(int i, Query query) {
+        long[] planes = query.planes;
+        int s = 0;
+        for (int w = 0, o = i * words; w < words; w++) {
+            long x = signs[o + w];
+            s += 2 * (Long.bitCount(x & planes[w]) + 2 * Long.bitCount(x & planes[words + w])
+                    + 4 * Long.bitCount(x & planes[2 * words + w]) + 8 * Long.bitCount(x & planes[3 * words + w]))
+                    - 15 * Long.bitCount(x);
+        }
+        return s;
+    }
+
+    /** Rows of one chunk with their distance and second estimate. */
+    private static final class Scored {
+        int[] row = new int[256];
+        int[] distance = new int[256];
+        int[] score = new int[256];
+        int size;
+
+        void add(int i, int h, int s) {
+            if (size == row.length) {
+                row = Arrays.copyOf(row, 2 * size);
+                distance = Arrays.copyOf(distance, 2 * size);
+                score = Arrays.copyOf(score, 2 * size);
+            }
+            row[size] = i;
+            distance[size] = h;
+            score[size++] = s;
+        }
+
+        /** By row, after rows were added out of order. */
+        void sort() {
+            Integer[] order = new Integer[size];
+            for (int p = 0; p < size; p++) {
+                order[p] = p;
+            }
+            Arrays.sort(order, (a, b) -> Integer.compare(row[a], row[b]));
+            int[] r = new int[size];
+            int[] d = new int[size];
+            int[] s = new int[size];
+            for (int p = 0; p < size; p++) {
+                r[p] = row[order[p]];
+                d[p] = distance[order[p]];
+                s[p] = score[order[p]];
+            }
+            row = r;
+            distance = d;
+            score = s;
+        }
+
+        /** Drops the rows farther than {@code farthest}. */
+        void keepWithin(int farthest) {
+            int m = 0;
+            for (int p = 0; p < size; p++) {
+                if (distance[p] <= farthest) {
+                    row[m] = row[p];
+                    distance[m] = distance[p];
+                    score[m++] = score[p];
+                }
+            }
+            size = m;
+        }
+    }
+
+    /** The value at which the per-chunk {@code counts} (summed) reach {@code wanted} rows, counting
+     * from the smallest value up, or with {@code fromTop} from the largest down; the far end when
+     * there are fewer. */
+    private static int cutoff(int[][] counts, long wanted, boolean fromTop) {
+        int values = counts[0].length;
+        long seen = 0;
+        for (int k = 0; k < values; k++) {
+            int v = fromTop ? values - 1 - k : k;
+            for (int[] count : counts) {
+                seen += count[v];
+            }
+            if (seen >= wanted) {
+                return v;
+            }
+        }
+        return fromTop ? 0 : values - 1;
     }
 
     private static boolean simd() {
