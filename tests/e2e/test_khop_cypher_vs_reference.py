@@ -635,19 +635,22 @@ def _preselected_rows(emb: np.ndarray, q: np.ndarray, keep: int) -> np.ndarray:
     return np.flatnonzero(score >= np.sort(score)[::-1][keep - 1])
 
 
+@pytest.mark.parametrize("dim", [96, 384], ids=["two-words", "six-words"])
 @pytest.mark.parametrize("guess", [True, False], ids=["guessed", "counted-first"])
 def test_seeding_among_preselected_candidates_is_exact_over_the_preselection(neo4j_driver, dataset_label,
-                                                                             seeder_procedures, guess):
+                                                                             seeder_procedures, guess, dim):
     """With config ``candidates`` (datasets of millions of nodes), seeder.exactSeeds scores exactly
     only the rows a 1-bit scan of its index preselects: the seeds are the exact top-k among the rows
     this test's own implementation of that preselection keeps (96 dimensions: two 64-bit words a
-    row, the second half full), with float64 similarities, whether the scan guessed which rows to
+    row, the second half full, summed in a loop; 384: six, summed written out), with float64
+    similarities, whether the scan guessed which rows to
     estimate twice or (``preselect_guess: false``, the path a guess found short takes) counted every
     distance first; as many candidates as nodes, or none asked, is the full exact scan."""
-    kg, emb = random_kg(dataset_label, 1500, 6000, seed=21), random_embeddings(1500, dim=96, seed=21)
-    queries = [emb[3 + 11 * i] + 0.8 * random_embeddings(1, dim=96, seed=900 + i)[0] for i in range(6)]
+    kg, emb = random_kg(dataset_label, 1500, 6000, seed=21), random_embeddings(1500, dim=dim, seed=21)
+    noise = 0.8 if dim == 96 else 1.5  # the nearest node stays first; the next ones are left to chance
+    queries = [emb[3 + 11 * i] + noise * random_embeddings(1, dim=dim, seed=900 + i)[0] for i in range(6)]
     writer = GraphWriter(neo4j_driver, dataset_label)
-    writer.ingest(kg, emb, random_embeddings(len(kg.relation_names), dim=96, seed=22), "test-model",
+    writer.ingest(kg, emb, random_embeddings(len(kg.relation_names), dim=dim, seed=22), "test-model",
                   progress=False)
     try:
         live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
