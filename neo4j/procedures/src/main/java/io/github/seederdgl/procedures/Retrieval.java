@@ -10,7 +10,6 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.stream.IntStream;
 import java.util.stream.Stream;
 
 import org.neo4j.graphdb.Direction;
@@ -462,12 +461,9 @@ public class Retrieval {
      * over the cores when there are many; {@code stored[c]} marks those the index does not hold. */
     private static void boundFromIndex(SeedIndex index, int[] seedRows, int[] candidates, int count, Scoring scoring,
                                        boolean simd, double[] low, double[] high, boolean[] stored) {
-        int chunks = count < PARALLEL_BOUNDS ? 1 : BOUND_CHUNKS;
-        int step = (count + chunks - 1) / chunks;
-        IntStream range = IntStream.range(0, chunks);
-        (chunks > 1 ? range.parallel() : range).forEach(chunk -> {
+        SeedIndex.split(count, count < PARALLEL_BOUNDS ? 1 : BOUND_CHUNKS, (chunk, start, stop) -> {
             double[] bounds = new double[2];
-            for (int c = chunk * step, stop = Math.min(count, (chunk + 1) * step); c < stop; c++) {
+            for (int c = start; c < stop; c++) {
                 int row = seedRows[candidates[c]];
                 if (row == LongIntMap.ABSENT) {
                     stored[c] = true;
@@ -480,7 +476,7 @@ public class Retrieval {
         });
     }
 
-    private static int[] append(int[] values, int size, int value) {
+    static int[] append(int[] values, int size, int value) {
         int[] out = size < values.length ? values : Arrays.copyOf(values, values.length * 2);
         out[size] = value;
         return out;

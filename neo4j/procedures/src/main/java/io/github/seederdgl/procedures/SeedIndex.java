@@ -122,7 +122,7 @@ final class SeedIndex {
 
     /** Runs {@code body(chunk, start, stop)} over [0, n) in {@code chunks} contiguous ranges, in parallel
      * when there are several. */
-    private static void split(int n, int chunks, RangeBody body) {
+    static void split(int n, int chunks, RangeBody body) {
         int step = (n + chunks - 1) / chunks;
         IntStream range = IntStream.range(0, chunks);
         (chunks > 1 ? range.parallel() : range).forEach(
@@ -130,7 +130,7 @@ final class SeedIndex {
     }
 
     @FunctionalInterface
-    private interface RangeBody {
+    interface RangeBody {
         void run(int chunk, int start, int stop);
     }
 
@@ -473,33 +473,33 @@ final class SeedIndex {
         int[][] counts = new int[chunks][dimension + 1];
         int[] guess = new int[chunks];
         Scored[] scored = new Scored[chunks];
-        split(n, chunks, (chunk, start, stop) -> {
-            if (!guessing) {
-                guess[chunk] = -1;  // nothing scored in this pass: every row is left to the next
-                scored[chunk] = new Scored();
-                return;
-            }
-            int[] count = counts[chunk];
-            int sampled = Math.min(stop, start + Math.max(256, (stop - start) / 16));
-            int[] sample = new int[dimension + 1];
-            for (int i = start; i < sampled; i++) {
-                sample[hamming(i, query)]++;
-            }
-            // The sample's distance at 1.25 times the share wanted. Only rows within it are counted
-            // and scored: the rest never needs more than its distance.
-            long share = (long) Math.ceil(1.25 * wanted / n * (sampled - start));
-            int within = cutoff(new int[][] {sample}, share, false);
-            guess[chunk] = within;
-            Scored here = new Scored();
-            for (int i = start; i < stop; i++) {
-                int h = hamming(i, query);
-                if (h <= within) {
-                    count[h]++;
-                    here.add(i, h, levelScore(i, query));
+        if (!guessing) {  // nothing scored in a first pass: every row is left to the passes below
+            Arrays.fill(guess, -1);
+            Arrays.setAll(scored, chunk -> new Scored());
+        } else {
+            split(n, chunks, (chunk, start, stop) -> {
+                int[] count = counts[chunk];
+                int sampled = Math.min(stop, start + Math.max(256, (stop - start) / 16));
+                int[] sample = new int[dimension + 1];
+                for (int i = start; i < sampled; i++) {
+                    sample[hamming(i, query)]++;
                 }
-            }
-            scored[chunk] = here;
-        });
+                // The sample's distance at 1.25 times the share wanted. Only rows within it are counted
+                // and scored: the rest never needs more than its distance.
+                long share = (long) Math.ceil(1.25 * wanted / n * (sampled - start));
+                int within = cutoff(new int[][] {sample}, share, false);
+                guess[chunk] = within;
+                Scored here = new Scored();
+                for (int i = start; i < stop; i++) {
+                    int h = hamming(i, query);
+                    if (h <= within) {
+                        count[h]++;
+                        here.add(i, h, levelScore(i, query));
+                    }
+                }
+                scored[chunk] = here;
+            });
+        }
         // Every chunk counted every distance up to the smallest guess: the cutoff is exact when it
         // lies there. Else (the guesses fell short) all distances are counted, and the rows between
         // a chunk's guess and the cutoff scored, in passes of their own.
@@ -547,23 +547,17 @@ final class SeedIndex {
                 }
                 int row = here.row[p];
                 for (; u < unsketched.length && unsketched[u] <= row; u++) {
-                    out = append(out, m++, unsketched[u]);
+                    out = Retrieval.append(out, m++, unsketched[u]);
                 }
                 if (m == 0 || out[m - 1] != row) {
-                    out = append(out, m++, row);
+                    out = Retrieval.append(out, m++, row);
                 }
             }
         }
         for (; u < unsketched.length; u++) {
-            out = append(out, m++, unsketched[u]);
+            out = Retrieval.append(out, m++, unsketched[u]);
         }
         return Arrays.copyOf(out, m);
-    }
-
-    private static int[] append(int[] out, int at, int value) {
-        int[] into = at < out.length ? out : Arrays.copyOf(out, 2 * out.length + 16);
-        into[at] = value;
-        return into;
     }
 
     /** The query's signs, and its values rounded to 16 levels over [-peak, peak] as 4 bit planes;
