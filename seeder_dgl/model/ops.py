@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from seeder_dgl.model.batch import GraphView
+from seeder_dgl.model.batch import GraphView, stable_argsort
 
 
 class MessagePassingOps(Protocol):
@@ -57,6 +57,12 @@ def scatter_softmax(scores: Tensor, index: Tensor, num_segments: int) -> Tensor:
     numer = torch.exp(scores - group_max.index_select(0, index))
     denom = scores.new_zeros(shape).index_add(0, index, numer)
     return numer / denom.index_select(0, index)
+
+
+SOFTMAX_SHARED_SHIFT_SPAN = 60.0
+"""``SparseAttention`` shifts all scores by their overall maximum when they span less than this
+(exp(−60) ≈ 1e−26 is far from float32's smallest normal number, 1e−38), by each destination's
+maximum otherwise. Either way the softmax is the same up to rounding."""
 
 
 CSR_MIN_EDGES = 2048
@@ -96,7 +102,7 @@ def _csr_layout(index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
     crow = torch.zeros(num_nodes + 1, dtype=torch.int64, device=index.device)
     if index.numel():
         crow[1:] = torch.cumsum(torch.bincount(index, minlength=num_nodes), 0)
-    return crow, torch.sort(index, stable=True).indices
+    return crow, stable_argsort(index)
 
 
 def reference_attention(graph: TorchGraph, q: Tensor, k: Tensor, v: Tensor, ek: Tensor, ev: Tensor) -> Tensor:
@@ -147,10 +153,19 @@ class SparseAttention(torch.autograd.Function):
         e_v = table[:, width:].index_select(0, rel)
         ke = k_src * e_k
         scores = ((q_dst * ke).view(-1, head_dim) @ ones).view(-1, heads).mul_(scale)  # [m, H]
-        # Softmax over each destination's incoming edges, shifted by its maximum to keep exp finite.
-        index = graph.dst.unsqueeze(1).expand(-1, heads)
-        top = scores.new_full((graph.num_nodes, heads), -math.inf).scatter_reduce_(0, index, scores, "amax")
-        alpha = torch.exp_(scores - top.index_select(0, graph.dst))
+        # Softmax over each destination's incoming edges. Any shift shared by a destination's
+        # edges cancels out; it only has to keep exp() finite and not round every one of them to
+        # zero. The largest score of all edges does both while the scores span less than
+        # SOFTMAX_SHARED_SHIFT_SPAN (the case in practice), without a per-destination maximum.
+        alpha = None
+        if scores.device.type == "cpu" and scores.numel():
+            low, high = torch.aminmax(scores)
+            if float(high - low) < SOFTMAX_SHARED_SHIFT_SPAN:
+                alpha = torch.exp_(scores - high)
+        if alpha is None:
+            index = graph.dst.unsqueeze(1).expand(-1, heads)
+            top = scores.new_full((graph.num_nodes, heads), -math.inf).scatter_reduce_(0, index, scores, "amax")
+            alpha = torch.exp_(scores - top.index_select(0, graph.dst))
         alpha = alpha.div_(graph.edge_sum("dst", alpha).index_select(0, graph.dst))
         alpha_wide = alpha @ spread                             # [m, D]
         values = v_src.add_(e_v)                                # V_j + E^V_ij

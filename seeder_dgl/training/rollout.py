@@ -139,6 +139,8 @@ def rollout(policy: SeederPolicy, batch: SubgraphBatch, *, num_trajectories: int
     # The query-injection part of every node's input is the same in all trajectories and steps:
     # computed once here, on the batch before replication (whose features are then not copied).
     static = policy.encoder.static(batch)
+    if mode == "expand" and m > 1:
+        _ = batch.frontier_order  # sorted once here: the M copies inherit it instead of sorting M times the nodes
     run = batch.replicate(m, features=False) if m > 1 else batch
     trace: list[StepTrace] | None = [] if keep_trace else None
     dtype = run.x.dtype

@@ -57,6 +57,7 @@ from seeder_dgl.training import records as run_records
 from seeder_dgl.training.checkpoint import (FeatureRows, Preprocessing, build_policy, config_to_dict,
                                             relation_text_table)
 from seeder_dgl.training.config import TrainConfig
+from seeder_dgl.training.optimizer import FlatAdamW
 from seeder_dgl.training.rollout import training_objective
 from seeder_dgl.training.run_state import LoopState, RunWriter, data_fingerprint, read_resumable
 
@@ -338,8 +339,9 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
             raise SeederError("relation_text is set but no relation-name embeddings were given")
         relation_text = relation_text_table(relation_emb, num_relations) if cfg.relation_text else None
         policy = build_policy(cfg, in_dim, num_relations, relation_text, prep.num_node_types).to(device)
-        # foreach: one kernel per step for all parameters (the per-tensor loop is a tenth of a step on the CPU)
-        optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
+        # AdamW over one flat vector of all parameters (each parameter a view of it): the same
+        # arithmetic as per-tensor AdamW in a few kernels instead of ~80 per elementwise step
+        optimizer = FlatAdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         steps_per_epoch = math.ceil(len(train_records) / cfg.batch_size)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, WarmupCosine(cfg.epochs * steps_per_epoch, cfg.warmup_epochs * steps_per_epoch))
@@ -349,7 +351,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
             loop.restore(state)
             console.print(f"resuming {out_dir / 'last.pt'} after epoch {loop.start_epoch}/{cfg.epochs} "
                           f"(best {SELECTION_METRIC} {loop.best_metric:.4f} at epoch {loop.best_epoch})")
-        params = [p for p in policy.parameters() if p.requires_grad]
+        params = optimizer.views
         edge_counts = np.asarray([r.src.shape[0] + r.num_nodes for r in train_records], np.float64)
 
         def optimisation_step(index: np.ndarray, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -369,7 +371,8 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                 (objective.loss if share == 1 else objective.loss * share).backward()
                 sums = RunningStats.step_sums(objective, len(mine)).cpu()
             sums = group.sum_gradients(params, sums)
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
+            optimizer.gather_gradients()
+            grad_norm = torch.nn.utils.clip_grad_norm_([optimizer.flat], cfg.max_grad_norm)
             optimizer.step()
             scheduler.step()
             return sums, grad_norm

@@ -12,6 +12,7 @@ import torch
 
 from seeder_dgl.model import (DGLOps, SeederPolicy, SubgraphBatch, TorchOps, apply_pca, collate, dgl_available,
                               fit_pca, scatter_softmax, select_ops)
+from seeder_dgl.model.batch import stable_argsort
 from seeder_dgl.model.ops import SparseAttention, TorchGraph, reference_attention
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training import TrainConfig
@@ -73,6 +74,31 @@ def test_collate_offsets_and_replicate():
         assert torch.equal(rep.node_ids[rep.src[edges]], batch.node_ids[batch.src[orig]])
         assert torch.equal(rep.rel[edges], batch.rel[orig])
     assert torch.equal(rep.num_answers, batch.num_answers.repeat_interleave(3))
+
+
+def test_stable_argsort_matches_torch_stable_sort():
+    gen = torch.Generator().manual_seed(0)
+    for high in (1, 7, 300, 65_535, 65_536, 2 ** 40):  # 16-bit radix path, then torch's sort
+        values = torch.randint(0, high, (5_000,), generator=gen)
+        assert torch.equal(stable_argsort(values), torch.sort(values, stable=True).indices)
+    assert stable_argsort(torch.zeros(0, dtype=torch.int64)).numel() == 0
+    negative = torch.tensor([3, -1, 3, 0])
+    assert torch.equal(stable_argsort(negative), torch.sort(negative, stable=True).indices)
+
+
+@pytest.mark.parametrize("index", [[0, 0, 0, 1, 1, 1, 2, 2, 2], [2, 0, 0, 1]])
+def test_selected_graphs_inherit_the_frontier_order(index):
+    """A batch made from one whose frontier order is known takes it over (no sort): it must be the
+    order a sort of its own scores gives, ties included."""
+    batch = random_batch(3, sizes=(12, 30, 7), dtype=torch.float32)
+    batch.score[::3] = 0.5  # ties: broken by node index
+    source_order = batch.frontier_order
+    made = batch.select_graphs(torch.tensor(index), features=False)
+    inherited = made.__dict__.pop("frontier_order")
+    assert torch.equal(inherited, made.frontier_order)
+    assert torch.equal(batch.frontier_order, source_order)
+    untouched = random_batch(3, sizes=(12, 30, 7), dtype=torch.float32).select_graphs(torch.tensor(index))
+    assert "frontier_order" not in untouched.__dict__
 
 
 def test_induced_subgraph_keeps_edges_with_both_ends_inside():
@@ -165,6 +191,35 @@ def test_packed_attention_softmax_is_shift_safe():
     ref = reference_attention(graph, *_unpacked(big, table, rel, 2)).reshape(view.num_nodes, -1)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("scale", [1.0, 40.0])
+def test_packed_attention_shared_and_per_destination_shifts_agree(scale, monkeypatch):
+    """The softmax shifted by the largest score of all edges (scores spanning less than
+    SOFTMAX_SHARED_SHIFT_SPAN) and by each destination's largest: the same weights and gradients.
+    With scores in the thousands only the per-destination shift is safe, and the default picks it."""
+    import seeder_dgl.model.ops as ops_module
+
+    batch = random_batch(6, sizes=(25, 18))
+    view = batch.induced(torch.ones(batch.num_nodes, dtype=torch.bool))
+    graph = TorchOps().prepare(view)
+    qkv, table, rel = _packed_inputs(view, num_rows=3, seed=6)
+    qkv = (qkv.detach() * scale).requires_grad_()
+    weights = torch.randn(view.num_nodes, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    results = {}
+    for name, span in (("default", ops_module.SOFTMAX_SHARED_SHIFT_SPAN), ("shared", float("inf")),
+                       ("per_destination", 0.0)):
+        monkeypatch.setattr(ops_module, "SOFTMAX_SHARED_SHIFT_SPAN", span)
+        out = TorchOps().attend_packed(graph, qkv, table, rel, heads=2)
+        results[name] = (out, *torch.autograd.grad((out * weights).sum(), (qkv, table)))
+    ref = reference_attention(graph, *_unpacked(qkv, table, rel, 2)).reshape(view.num_nodes, -1)
+    names = ("default", "shared", "per_destination") if scale == 1.0 else ("default", "per_destination")
+    for name in names:
+        torch.testing.assert_close(results[name][0], ref, rtol=1e-10, atol=1e-10)
+        for got, want in zip(results[name], results["per_destination"]):
+            torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+    if scale > 1:  # one shift for all edges would round whole destinations to 0 / 0 here
+        assert not torch.isfinite(results["shared"][0]).all()
 
 
 @needs_dgl
