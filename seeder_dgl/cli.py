@@ -643,6 +643,8 @@ def train(
                                                   "and graphs of your own, else 1]."),
     lr: float = typer.Option(None, help="Learning rate override."),
     batch_size: int = typer.Option(None, help="Queries per step override."),
+    dropout: float = typer.Option(None, help="Dropout in the encoder and heads, override \\[default: the "
+                                             "profile's: 0 for MetaQA's deep profile, else 0.1]."),
     patience: int = typer.Option(None, min=1, help="Stop after N epochs (past the warm-up) without a better "
                                                    "validation score \\[default: 3 for graphs of your own, "
                                                    "off for built-in datasets]."),
@@ -657,7 +659,7 @@ def train(
     """
     from seeder_dgl.training.command import run_training
 
-    overrides = {k: v for k, v in {"lr": lr, "batch_size": batch_size, "patience": patience,
+    overrides = {k: v for k, v in {"lr": lr, "batch_size": batch_size, "dropout": dropout, "patience": patience,
                                    "workers": workers}.items() if v is not None}
     result = run_training(dataset, epochs=epochs, device=device, out=out, resume=resume, seed=seed,
                           ablation=ablation, limit=limit, overrides=overrides or None, threads=threads,
