@@ -16,6 +16,7 @@ does not depend on how the numbers are grouped into tensors. Two things are kept
 """
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any, Iterable
 
 import torch
@@ -50,15 +51,9 @@ class FlatAdamW(torch.optim.AdamW):
         if len(dtypes) > 1 or len(devices) > 1:
             raise ValueError(f"FlatAdamW needs parameters of one dtype and device, got {dtypes} on {devices}")
         self.flat = nn.Parameter(flatten_parameters(self.views))
-        self.sizes = [p.numel() for p in self.views]
+        ends = accumulate(p.numel() for p in self.views)
+        self.segments = [slice(end - p.numel(), end) for p, end in zip(self.views, ends)]  # each one's place in flat
         super().__init__([self.flat], lr=lr, weight_decay=weight_decay, foreach=True, **kwargs)
-
-    def _segments(self) -> list[slice]:
-        out, offset = [], 0
-        for n in self.sizes:
-            out.append(slice(offset, offset + n))
-            offset += n
-        return out
 
     def gather_gradients(self) -> Tensor | None:
         """``flat.grad`` from the parameters' gradients (zeros where one has none); None when none has one."""
@@ -66,8 +61,8 @@ class FlatAdamW(torch.optim.AdamW):
         if all(g is None for g in grads):
             self.flat.grad = None
             return None
-        self.flat.grad = torch.cat([g.reshape(-1) if g is not None else self.flat.new_zeros(n)
-                                    for g, n in zip(grads, self.sizes)])
+        self.flat.grad = torch.cat([g.reshape(-1) if g is not None else self.flat.new_zeros(p.numel())
+                                    for g, p in zip(grads, self.views)])
         return self.flat.grad
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -84,7 +79,7 @@ class FlatAdamW(torch.optim.AdamW):
             self.gather_gradients()
         if self.flat.grad is None:
             return None
-        skipped = [s for s, p in zip(self._segments(), self.views) if p.grad is None]
+        skipped = [s for s, p in zip(self.segments, self.views) if p.grad is None]
         state = self.state.get(self.flat, {})
         kept = [(s, self.flat[s].clone(), *(state[k][s].clone() if k in state else None
                                              for k in ("exp_avg", "exp_avg_sq"))) for s in skipped]
@@ -104,8 +99,8 @@ class FlatAdamW(torch.optim.AdamW):
         state = {}
         saved = flat_state["state"].get(0)
         if saved is not None:
-            for i, s in enumerate(self._segments()):
-                shape = self.views[i].shape
+            for i, (s, p) in enumerate(zip(self.segments, self.views)):
+                shape = p.shape
                 # Copies, the step count too: AdamW increments its step tensors in place, and a
                 # count shared with another optimiser's state would move with it.
                 state[i] = {k: (v[s].view(shape).clone() if v.dim() > 0 else v.clone()) if isinstance(v, Tensor) else v
@@ -127,8 +122,8 @@ class FlatAdamW(torch.optim.AdamW):
             for key, value in present[0].items():
                 if isinstance(value, Tensor) and value.dim() > 0:
                     merged[key] = torch.cat([
-                        (s[key] if s else torch.zeros(n, dtype=value.dtype)).reshape(-1).to(value.dtype)
-                        for s, n in zip(per_param, self.sizes)])
+                        (s[key] if s else torch.zeros(p.numel(), dtype=value.dtype)).reshape(-1).to(value.dtype)
+                        for s, p in zip(per_param, self.views)])
                 else:  # 'step': one count for all, the largest (they are equal unless one was skipped)
                     largest = max((s[key] for s in present), key=lambda v: float(v))
                     merged[key] = largest.clone() if isinstance(largest, Tensor) else largest
