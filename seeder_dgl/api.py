@@ -171,12 +171,13 @@ class Retriever:
                 self.seed_candidates = SEED_CANDIDATES
                 self.graph.procedure_options["candidates"] = SEED_CANDIDATES
         self.exact_seeds = exact_seeds
-        try:  # the learned relation prior its profile follows, from the dataset's record
-            self.relation_prior = with_relation_prior(RetrievalSettings(), self.graph, defaults.relation_prior,
-                                                      required=False).relation_prior
+        try:  # the learned relation prior its profile follows and the entity linker, from the dataset's record
+            learned = with_relation_prior(RetrievalSettings(seeding=self.seeding), self.graph, defaults.relation_prior,
+                                          required=False)
         except SeederError:
             self.close()
             raise
+        self.relation_prior, self.linker = learned.relation_prior, learned.linker
         # A profile with a prior and none fitted: K-hop and the baselines use sim(q, r); SeedER refuses
         # (its policy learned on subgraphs grown with the prior).
         self._prior_missing = defaults.relation_prior and self.relation_prior is None
@@ -190,7 +191,7 @@ class Retriever:
     def settings(self) -> RetrievalSettings:
         """How this retriever turns a question into a subgraph (the pipeline ``extract`` and ``eval`` use)."""
         return RetrievalSettings(seeds=self.seeds, budgets=tuple(self.budgets), exact_seeds=self.exact_seeds,
-                                 seeding=self.seeding, relation_prior=self.relation_prior)
+                                 seeding=self.seeding, relation_prior=self.relation_prior, linker=self.linker)
 
     @staticmethod
     def _check_method(method: str) -> None:

@@ -503,6 +503,32 @@ def drop(
 
 
 # ---- extract ----------------------------------------------------------------------------------
+def _linking(driver, graph, ds, qa, encoder, settings, refit: bool):
+    """``settings`` with the dataset's entity linker and relation prior, fitted on its training
+    questions when it has none (or ``refit``)."""
+    from seeder_dgl.graphstore.backend import MemoryGraph, with_relation_prior
+    from seeder_dgl.graphstore.export import export_graph
+    from seeder_dgl.subgraph.extract import ensure_linking
+
+    wanted = ds.retrieval.relation_prior
+    if "train" not in qa.splits:
+        if wanted:
+            raise SeederError(f"{ds.name}'s profile {ds.profile!r} learns which relations to follow from training "
+                              "questions, and it has none: give questions a train split, or use --profile paper")
+        console.print(f"[yellow]note:[/] {ds.name} has no training questions: names are linked by hand-set weights")
+        return with_relation_prior(settings, graph, False)
+    memory = graph if isinstance(graph, MemoryGraph) else MemoryGraph.from_export(
+        export_graph(driver, ds.name, ds.export_dir), graph)
+    settings = ensure_linking(driver, memory, qa.split("train"), encoder, settings, with_prior=wanted, refit=refit,
+                              typed=ds.retrieval.typed_questions > 0)
+    linker = settings.linker
+    console.print(f"entity linker (the dataset record's, fitted on {linker.stats.get('questions', '?')} training "
+                  f"questions and {linker.stats.get('typed_variants', 0)} typed variants; topic among its "
+                  f"candidates for {linker.stats.get('topic_in_candidates', 0):.3f})"
+                  + (f"; relation prior: K-hop follows it" if settings.relation_prior is not None else ""))
+    return settings
+
+
 @app.command()
 @one_line_errors
 def extract(
@@ -522,8 +548,8 @@ def extract(
                                               "read the graph from Neo4j once, then the same K-hop in memory (faster)."),
     questions: str = typer.Option(None, help="Question file of your own graph (CSV or JSON lines) "
                                              "\\[default: the one recorded at ingest]."),
-    refit_prior: bool = typer.Option(False, help="Fit the learned relation prior again on the training "
-                                                 "questions (profiles that use one), e.g. after the graph changed."),
+    refit_prior: bool = typer.Option(False, help="Fit the entity linker and the relation prior again on the "
+                                                 "training questions, e.g. after the graph changed."),
 ):
     """Extract K-hop-with-filtering subgraphs of question splits from the live graph into the cache.
 
@@ -536,7 +562,7 @@ def extract(
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.graphstore.seeding import check_mode
     from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
-    from seeder_dgl.subgraph.extract import extract_split
+    from seeder_dgl.subgraph.extract import extract_split, typed_queries
     from seeder_dgl.validation import check_seeds
 
     if engine not in ("cypher", "memory"):
@@ -569,21 +595,8 @@ def extract(
 
             graph = MemoryGraph.from_export(export_graph(driver, dataset, ds.export_dir), graph)
             settings = dataclasses.replace(settings, exact_seeds=True)  # seeding in memory is an exact scan
-        if defaults.relation_prior:
-            if "train" not in qa.splits:
-                raise SeederError(f"{dataset}'s profile {ds.profile!r} learns which relations to follow from training "
-                                  "questions, and it has none: give questions a train split, or use --profile paper")
-            from seeder_dgl.graphstore.export import export_graph
-            from seeder_dgl.subgraph.extract import ensure_relation_prior
-
-            memory = graph if isinstance(graph, MemoryGraph) else MemoryGraph.from_export(
-                export_graph(driver, dataset, ds.export_dir), graph)
-            with console.status("Relation prior: paths of the training questions..."):
-                prior = ensure_relation_prior(driver, memory, qa.split("train"), encoder, settings,
-                                              refit=refit_prior, progress=False)
-            console.print(f"relation prior (the dataset record's, fitted on {prior.stats.get('questions', '?')} "
-                          "training questions): K-hop follows it")
-            settings = dataclasses.replace(settings, relation_prior=prior)
+        if defaults.relation_prior or settings.seeding != "dense":
+            settings = _linking(driver, graph, ds, qa, encoder, settings, refit_prior)
         for name in split:
             queries = qa.sample(name, sample)
             queries = queries[:limit] if limit else queries
@@ -593,9 +606,12 @@ def extract(
                 console.print(f"{name}: {without:,} questions have no answer in the graph and are left out")
             if not queries:
                 raise SeederError(f"{dataset} has no {name} question with an answer in the graph")
+            typed = defaults.typed_questions if name == "train" else 0.0
+            if typed:
+                queries = typed_queries(graph, queries, typed)
             embs = encoder.encode([q.text for q in queries], show_progress=False)
             folder = ds.subgraph_dir(name)
-            summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite)
+            summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite, typed=typed)
             console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
                           f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")
 
@@ -654,7 +670,7 @@ def train(
 ):
     """Train the SeedER expansion policy and scoring head on the cached K-hop subgraphs.
 
-    Saves best.pt (by validation Recall@20, ties broken by MRR), last.pt, config.json, metrics.json,
+    Saves best.pt (by validation MRR, ties broken by Recall@20), last.pt, config.json, metrics.json,
     history.csv and curves.png in the run folder.
     """
     from seeder_dgl.training.command import run_training
@@ -799,9 +815,13 @@ def eval_command(
                                            "k0=3, B=150) or a dataset's own (MetaQA: deep); SeedER then uses "
                                            "runs/<dataset>/<profile>-full \\[default: the dataset's best: MetaQA "
                                            "deep, others paper]."),
-    diagnose: bool = typer.Option(False, help="Also where SeedER loses answers: per question, is an answer in the "
-                                              "subgraph, reachable, shown to the policy, picked, ranked top 5 / "
-                                              "first; per hop count and question type (funnel-seeder.md)."),
+    diagnose: bool = typer.Option(False, help="Also where SeedER loses answers: per question, is an answer within "
+                                              "reach of a seed, in the subgraph, reachable, shown to the policy, "
+                                              "picked, ranked top 5 / first; per hop count and question type "
+                                              "(funnel-seeder.md)."),
+    perturb: str = typer.Option(None, help="Also the same questions as people type them, scored beside them "
+                                           "(typed.md): a comma list of lower, typo (in the topic's name), nopunct, "
+                                           "shuffle-case, or combinations such as lower+typo; fixed seed."),
 ):
     """Score every retriever on the same questions: table, results.json/.md, STaRK-format predictions, plots."""
     if coverage:
@@ -818,7 +838,8 @@ def eval_command(
 
     run_eval(dataset, split=split, qa_file=qa_file, methods=methods, k=k, depth=depth, limit=limit, sample=sample,
              checkpoint=checkpoint, out=out, sweep=sweep, sweep_queries=sweep_queries,
-             per_query=per_query, source=source, console=console, profile=profile, diagnose=diagnose)
+             per_query=per_query, source=source, console=console, profile=profile, diagnose=diagnose,
+             perturb=perturb)
 
 
 # ---- upsert -----------------------------------------------------------------------------------

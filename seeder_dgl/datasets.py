@@ -50,6 +50,11 @@ class RetrievalDefaults:
     relation_prior: bool = False
     """K-hop scores relations with the dataset's learned relation prior (``retrieval.relation_prior``,
     fitted by ``extract`` on the training questions) instead of sim(q, r)."""
+    typed_questions: float = 0.5
+    """Share of the training questions ``extract`` types as people do (lower case, a typo in the
+    topic's name, no punctuation, random case: ``loaders.perturb``) before it grows their subgraphs,
+    so the policy learns from both; the entity linker and relation prior are fitted on every
+    training question and a typed variant of each while this is above 0."""
 
 
 @dataclass

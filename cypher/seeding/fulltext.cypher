@@ -1,12 +1,17 @@
 // Full-text seeding: nodes whose names match the question's words (Lucene query built from the
-// escaped question, passed as a parameter), with their cosine to the query for K-hop scoring
-// (from the Euclidean similarity of unit vectors, as in retrieval/khop_hop.cypher).
+// escaped question, its longer words fuzzy, passed as a parameter), with their cosine to the
+// query for K-hop scoring (from the Euclidean similarity of unit vectors, as in
+// retrieval/khop_hop.cypher), their type, and their number of relationships of each of the
+// dataset's relationship types ({{degrees}}: built from validated types by cypher.degree_counts),
+// which entity linking compares with the relations the question asks for.
 // One row of parallel lists: 50 records cost the driver about 2 ms more than one record of lists.
 CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $candidates}) YIELD node, score
-WITH node.{{id}} AS id, node.{{name}} AS name, score AS text_score,
-     1.5 - 0.5 / vector.similarity.euclidean(node.{{embedding}}, $embedding) AS similarity
+WITH node, node.{{id}} AS id, score AS text_score
 ORDER BY text_score DESC, id ASC
 // Rows ordered before collect() give lists in that order (Cypher manual, ORDER BY); entity
-// linking (seeding.py) orders the hits again by a total key anyway.
-RETURN collect(id) AS ids, collect(name) AS names, collect(text_score) AS text_scores,
-       collect(similarity) AS similarities
+// linking orders the candidates again by its own score anyway.
+WITH node, id, text_score,
+     1.5 - 0.5 / vector.similarity.euclidean(node.{{embedding}}, $embedding) AS similarity
+RETURN collect(id) AS ids, collect(coalesce(toStringOrNull(node.{{name}}), '')) AS names,
+       collect(text_score) AS text_scores, collect(similarity) AS similarities,
+       collect(coalesce(node.{{type}}, '')) AS types, collect({{degrees}}) AS degrees

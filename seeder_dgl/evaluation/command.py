@@ -228,12 +228,16 @@ def sample_indices(n: int, size: int | None, seed: int = 0) -> np.ndarray:
 
 def diagnose_method(method: PolicyRetriever, queries: Sequence[Query], query_emb: np.ndarray):
     """The funnel of one SeedER method over exactly the subgraphs it ranks (reused or computed)."""
-    from seeder_dgl.evaluation.diagnose import diagnose
+    from seeder_dgl.evaluation.diagnose import diagnose, seeded_flags
     from seeder_dgl.retrieval.memory import attach_labels
 
-    records = [attach_labels(method.subgraph(q.text, e)[1], q.answers) for q, e in zip(queries, query_emb)]
+    found = [method.subgraph(q.text, e) for q, e in zip(queries, query_emb)]
+    records = [attach_labels(sub, q.answers) for (_, sub), q in zip(found, queries)]
     graph = method.graph
-    funnel = diagnose(method.policy, records, graph.node_emb, query_emb, node_types=graph.type_table(method.policy))
+    seeded = seeded_flags(graph.arrays, [[i for i, _ in seeds] for seeds, _ in found], [q.answers for q in queries],
+                          len(method.settings.budgets))
+    funnel = diagnose(method.policy, records, graph.node_emb, query_emb, node_types=graph.type_table(method.policy),
+                      seeded=seeded)
     funnel.group("hops", [q.hops for q in queries])
     funnel.group("qtype", [q.qtype for q in queries])
     return funnel
@@ -272,7 +276,8 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
              checkpoint: str | Path | None = None, out: str | Path | None = None, sweep: bool = False,
              source: str | None = None, depth: int | None = None, per_query: bool = False,
              sweep_budgets: Sequence[int] | None = None, sweep_queries: int | None = SWEEP_QUERIES,
-             progress: bool = True, console=None, profile: str | None = None, diagnose: bool = False) -> EvalResult:
+             progress: bool = True, console=None, profile: str | None = None, diagnose: bool = False,
+             perturb: str | Sequence[str] | None = None) -> EvalResult:
     """Evaluate the methods on one question set; prints the tables and writes the result files.
 
     ``depth``: nodes asked of each method, over which ``@any`` and ``size`` are measured
@@ -284,6 +289,9 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     Neo4j once, for all methods.
     ``diagnose``: also the funnel of every SeedER policy (``evaluation.diagnose``: where answers
     are lost), per hop count and question type, saved as ``funnel-<method>.{json,md}``.
+    ``perturb``: also the same questions typed as people do (``evaluation.typed``: a comma list of
+    ``loaders.perturb`` kinds), scored beside them in ``typed.{json,md}`` (with ``diagnose``, a
+    funnel per kind too).
     """
     from rich.console import Console
 
@@ -293,6 +301,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     console = console or Console()
     started = time.perf_counter()
     ds, settings = _eval_settings(dataset, profile, k, depth)  # before any slow step: a typo fails at once
+    kinds = _perturbations(perturb)
     depth = int(depth or max(k, settings.budget))
     plan = plan_methods(dataset, methods, checkpoint, profile=ds.profile)
     questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit, sample=sample)
@@ -322,10 +331,13 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
                 "date": time.strftime("%Y-%m-%d %H:%M:%S")}
         result = evaluate(chosen, queries, query_emb, k, depth=depth, info=method_info, on_error="record",
                           progress=progress, meta=meta)
+        suffix = ds.profile_flag and f"-{ds.profile}"
+        out_dir = Path(out) if out else default_results_dir(dataset, f"eval-{dataset}-{questions.label}{suffix}")
+        title = f"{dataset} {questions.label}"
+        if kinds:
+            _add_typed(result, kinds, graph, chosen, policies, queries, settings, k, depth, method_info, out_dir,
+                       title, progress, console, diagnose)
 
-    suffix = ds.profile_flag and f"-{ds.profile}"
-    out_dir = Path(out) if out else default_results_dir(dataset, f"eval-{dataset}-{questions.label}{suffix}")
-    title = f"{dataset} {questions.label}"
     if sweep:
         _add_sweep(result, graph, queries, query_emb, settings, out_dir, title, sweep_budgets, sweep_queries, console)
     if diagnose:
@@ -333,6 +345,57 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     result.meta["seconds"] = round(time.perf_counter() - started, 2)
     _save_and_show(result, out_dir, per_query, sweep, console)
     return result
+
+
+def _perturbations(perturb) -> list[str]:
+    """The ``--perturb`` kinds, checked before any slow step."""
+    if not perturb:
+        return []
+    from loaders.perturb import check_kinds
+
+    try:
+        return check_kinds(perturb)
+    except ValueError as exc:
+        raise SeederError(f"--perturb: {exc}") from None
+
+
+def _add_typed(result: EvalResult, kinds: list[str], graph: MemoryGraph, chosen: dict, policies: dict,
+               queries: Sequence[Query], settings: RetrievalSettings, k: int, depth: int, method_info: dict,
+               out_dir: Path, title: str, progress: bool, console, diagnose: bool) -> None:
+    """Every method again on the questions typed as each of ``kinds``; the table beside the written
+    ones in ``typed.{json,md}`` and in ``result.meta['typed']``."""
+    from seeder_dgl.embeddings import dataset_encoder
+    from seeder_dgl.evaluation import typed
+    from seeder_dgl.fileio import atomic_write_json, atomic_write_text
+
+    encoder = dataset_encoder(graph.info.model)
+    names = typed.topic_names(graph, queries)
+    table = {typed.AS_WRITTEN: typed.summarise(result)}
+    examples = {typed.AS_WRITTEN: typed.example_texts(queries)}
+    for kind in kinds:
+        variant = typed.typed_queries(queries, kind, names)
+        with console.status(f"Questions typed as {kind}: embedding {len(variant):,}..."):
+            emb = encoder.encode([q.text for q in variant], show_progress=False)
+        if settings.seeding != "dense":
+            graph.link_names([q.text for q in variant], emb, progress=progress)
+        found = evaluate(chosen, variant, emb, k, depth=depth, info=method_info, on_error="record",
+                         progress=progress, meta={"perturbation": kind})
+        table[kind] = typed.summarise(found)
+        examples[kind] = typed.example_texts(variant)
+        if diagnose:
+            for name in policies:
+                funnel = diagnose_method(chosen[name], variant, emb)
+                saved = save_funnel(funnel, out_dir, f"{name}-{kind}", f"{name} on {title}, typed as {kind}")
+                table[kind][name]["funnel"] = funnel.summary()
+                console.print(render_funnel(funnel, f"Where {name} loses answers typed as {kind}"), highlight=False)
+                result.meta.setdefault("funnels", {})[f"{name}-{kind}"] = {"overall": funnel.summary(),
+                                                                           "file": str(saved)}
+    atomic_write_json(Path(out_dir) / "typed.json", {"title": title, "kinds": kinds, "results": table,
+                                                      "examples": examples})
+    atomic_write_text(Path(out_dir) / "typed.md", typed.to_markdown(table, title, examples))
+    result.meta["typed"] = {"file": str(Path(out_dir) / "typed.md"), "kinds": kinds,
+                            "results": {v: {m: r["overall"] for m, r in t.items()} for v, t in table.items()}}
+    console.print(typed.render(table, title), highlight=False)
 
 
 def _notes(console, lines: Sequence[str]) -> None:

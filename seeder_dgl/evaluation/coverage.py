@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from rich.progress import Progress
@@ -23,6 +23,8 @@ class CoverageSetting:
     budgets: tuple[int, ...]
     relation_prior: object = field(default=None, compare=False, hash=False)
     """A fitted ``RelationPrior`` the K-hop follows, or None (sim(q, r), the paper's)."""
+    linker: object = field(default=None, compare=False, hash=False)
+    """The dataset's fitted ``EntityLinker`` for full-text and hybrid seeding, or None (hand-set)."""
 
     @property
     def name(self) -> str:
@@ -32,7 +34,7 @@ class CoverageSetting:
     @property
     def retrieval(self) -> RetrievalSettings:
         return RetrievalSettings(seeds=self.seeds, budgets=tuple(self.budgets), seeding=self.mode,
-                                 relation_prior=self.relation_prior)
+                                 relation_prior=self.relation_prior, linker=self.linker)
 
 
 def coverage(graph, queries: list[Query], query_emb: np.ndarray, settings: list[CoverageSetting],
@@ -96,7 +98,7 @@ def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, sett
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.reporting import write_result
-    from seeder_dgl.graphstore.backend import MemoryGraph
+    from seeder_dgl.graphstore.backend import MemoryGraph, stored_linker
 
     spec = get_spec(dataset)
     qa = spec.load_questions(source, None)
@@ -122,7 +124,8 @@ def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, sett
         emb = dataset_encoder(live.info.model).encode([q.text for q in sample], show_progress=False)
         graph = live if engine == "cypher" else MemoryGraph.from_export(
             export_graph(driver, dataset, cache_root() / dataset / "export", progress=False), live)
-        rows = coverage(graph, sample, emb, settings)
+        linker = stored_linker(live)
+        rows = coverage(graph, sample, emb, [replace(s, linker=s.linker or linker) for s in settings])
     table = Table(title=f"coverage on {dataset} {split} ({engine} K-hop; {per_group} questions per hop)")
     columns = ("setting", "group", "queries", "topic_in_seeds", "answer_in_seeds", "subgraph_hit_any",
                "subgraph_recall_any", "mean_nodes", "p50_ms")

@@ -2,6 +2,9 @@
 
 For every question with a labelled subgraph, the funnel asks, in pipeline order:
 
+0. ``seeded`` — an answer lies within the profile's hop count of a seed: linking found a node
+   from which the expansion can reach an answer (eval measures this on the graph; without the
+   graph, as for a cache, it is taken to be ``in_subgraph``);
 1. ``in_subgraph`` — K-hop-with-filtering kept an answer in the query subgraph;
 2. ``reachable`` — an answer was a seed or a neighbour of the growing selection at some step
    (the uncapped frontier ``N(V_t) \\ V_t``): the expansion could have seen it;
@@ -11,7 +14,7 @@ For every question with a labelled subgraph, the funnel asks, in pipeline order:
 5. ``hit@5`` / ``hit@1`` — the scoring head ranked an answer in the top 5 / first.
 
 Each stage implies the one before it, so the drop between neighbouring stages says which part of
-the method lost the answer: the K-hop budget (1), the horizon (2), the frontier cap (2→3), the
+the method lost the answer: the seeds (0), the K-hop budget (0→1), the horizon (2), the frontier cap (2→3), the
 expansion policy (3→4) or the scoring head (4→5). The rollout that produces it is the
 deterministic one of inference (top-c_t), identical to what ``LoadedPolicy.rank`` serves.
 """
@@ -24,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-STAGES = ("in_subgraph", "reachable", "candidate", "picked", "hit@5", "hit@1")
+STAGES = ("seeded", "in_subgraph", "reachable", "candidate", "picked", "hit@5", "hit@1")
 """Funnel stages in pipeline order; every stage implies the previous one."""
 
 
@@ -115,13 +118,14 @@ def funnel_flags(batch, ranked_ids: list[list[int]], trace, selected: torch.Tens
 
 @torch.no_grad()
 def diagnose(loaded, records: Sequence, node_features, query_emb: np.ndarray, *, node_types=None,
-             batch_size: int = 64) -> Funnel:
+             batch_size: int = 64, seeded: np.ndarray | None = None) -> Funnel:
     """The funnel of a trained policy (``inference.LoadedPolicy``) over labelled subgraphs.
 
     ``records``: ``QuerySubgraph`` with ``labels`` and ``num_answers`` (``seeder-dgl extract``'s
     cache, or ``memory.attach_labels``); ``node_features``/``node_types``/``query_emb`` as for
     ``LoadedPolicy.rank``. The 'rerank' ablation has no expansion: every node counts as reachable,
-    candidate and picked.
+    candidate and picked. ``seeded``: bool [Q], an answer within reach of a seed (``seeded_flags``);
+    None: taken to be ``in_subgraph``.
     """
     from seeder_dgl.model.ops import select_ops
     from seeder_dgl.training.rollout import rollout
@@ -141,10 +145,24 @@ def diagnose(loaded, records: Sequence, node_features, query_emb: np.ndarray, *,
         out = rollout(loaded.policy, batch, sample=False, mode=mode, ops=ops, keep_trace=True)
         ids, _ = out.ranked()
         part = funnel_flags(batch, ids, out.trace, out.selected, expanded=mode != "rerank")
-        for s in STAGES:
-            flags[s][chunk] = part[s]
+        for s, values in part.items():
+            flags[s][chunk] = values
         sizes[chunk] = torch.bincount(batch.graph_index[out.selected], minlength=batch.num_graphs).numpy()
+    flags["seeded"] = flags["in_subgraph"] | (np.asarray(seeded, dtype=bool) if seeded is not None else False)
     return Funnel([int(r.query_id) for r in records], flags, sizes)
+
+
+def seeded_flags(arrays, seeds: Sequence[Sequence[int]], answers: Sequence[Sequence[int]], hops: int) -> np.ndarray:
+    """bool [Q]: an answer of question i lies within ``hops`` hops of one of its ``seeds`` in the
+    graph ``arrays`` (``retrieval.memory.GraphArrays``): what the expansion could reach at best."""
+    from seeder_dgl.retrieval.relation_prior import UNREACHED, bfs_distances
+
+    out = np.zeros(len(seeds), dtype=bool)
+    for i, (s, a) in enumerate(zip(seeds, answers)):
+        if len(s) and len(a):
+            dist = bfs_distances(arrays, np.asarray(s, dtype=np.int64), hops)
+            out[i] = bool((dist[np.asarray(a, dtype=np.int64)] != UNREACHED).any())
+    return out
 
 
 def render_markdown(funnel: Funnel, title: str = "Funnel") -> str:

@@ -231,17 +231,21 @@ def cached_subgraphs(folder: Path, settings: RetrievalSettings) -> tuple[dict[in
     if not manifest.exists():
         return {}, f"no extracted subgraphs in {folder}"
     try:
-        found = json.loads(manifest.read_text()).get("settings") or {}
-    except (OSError, ValueError):
+        whole = json.loads(manifest.read_text())
+        found = whole.get("settings") or {}
+    except (OSError, ValueError, AttributeError):
         return {}, f"{manifest} is unreadable"
+    if whole.get("typed"):
+        return {}, f"{folder} holds subgraphs of questions typed as people do, not of these questions"
     seeds, budgets = settings.seeds, list(settings.budgets)
     if int(found.get("seeds", -1)) != int(seeds) or list(found.get("budgets") or []) != budgets:
         return {}, (f"{folder} was extracted with seeds={found.get('seeds')} budgets={found.get('budgets')}, "
                     f"not seeds={seeds} budgets={budgets}")
-    prior = settings.describe().get("relation_prior")
-    if found.get("relation_prior") != prior:
-        return {}, (f"{folder} was extracted with relation prior {found.get('relation_prior')}, not {prior}: "
-                    "run `seeder-dgl extract` again")
+    wanted = settings.describe()
+    for part in ("relation_prior", "linker"):
+        if found.get(part) != wanted.get(part):
+            return {}, (f"{folder} was extracted with {part.replace('_', ' ')} {found.get(part)}, not "
+                        f"{wanted.get(part)}: run `seeder-dgl extract` again")
     try:
         records, _ = load_split(folder)
     except SeederError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 
 from loaders.kg import Query
@@ -66,29 +67,30 @@ def _setting(row: dict) -> CoverageSetting:
     return CoverageSetting(row["mode"], int(row["seeds"]), tuple(int(b) for b in row["budgets"]))
 
 
-def _with_prior(driver, graph, qa, sample: list[Query], emb, chosen: dict, console) -> list[dict]:
-    """Coverage rows of the chosen setting with a relation prior fitted on the training questions
-    (``retrieval.relation_prior``); none when there are too few training questions to fit one.
-
-    The prior is stored with the dataset either way (``extract`` would fit the same one); whether
-    retrieval follows it is decided by the rows, like every other setting.
-    """
-    from seeder_dgl.subgraph.extract import ensure_relation_prior
+def _fit_linking(driver, graph, qa, console):
+    """The entity linker and relation prior fitted on the training questions (``extract`` would fit
+    the same; they are stored with the dataset), or (None, None) with too few training questions."""
+    from seeder_dgl.embeddings import dataset_encoder
+    from seeder_dgl.subgraph.extract import ensure_linking
 
     train = [q for q in qa.split("train") if q.answers] if "train" in qa.splits else []
     if len(train) < MIN_PRIOR_QUESTIONS:
-        return []
-    from seeder_dgl.embeddings import dataset_encoder
-
-    setting = _setting(chosen)
-    encoder = dataset_encoder(graph.info.model)
+        return None, None
     try:
-        with console.status("Relation prior: paths of the training questions..."):
-            prior = ensure_relation_prior(driver, graph, train, encoder, setting.retrieval, refit=True, progress=False)
-    except SeederError as exc:  # too few answers within reach: the paper's sim(q, r) it is
-        console.print(f"[yellow]note:[/] no relation prior: {exc}")
-        return []
-    with_prior = CoverageSetting(setting.mode, setting.seeds, setting.budgets, relation_prior=prior)
+        learned = ensure_linking(driver, graph, train, dataset_encoder(graph.info.model),
+                                 CANDIDATES[-1].retrieval, with_prior=False, refit=True)
+    except SeederError as exc:  # too few topics within reach of an answer: hand-set linking
+        console.print(f"[yellow]note:[/] no learned entity linking: {exc}")
+        return None, None
+    return learned.linker, learned.linker.prior
+
+
+def _with_prior(graph, sample: list[Query], emb, chosen: dict, linker, prior) -> list[dict]:
+    """Coverage rows of the chosen setting with the relation prior fitted on the training questions
+    (``retrieval.relation_prior``); whether retrieval follows it is decided by the rows, like every
+    other setting."""
+    setting = _setting(chosen)
+    with_prior = CoverageSetting(setting.mode, setting.seeds, setting.budgets, relation_prior=prior, linker=linker)
     return coverage(graph, sample, emb, [with_prior], group_by="hops", progress=True)
 
 
@@ -120,9 +122,11 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
         emb = dataset_encoder(live.info.model).encode([q.text for q in sample], show_progress=False)
         graph = MemoryGraph.from_export(export_graph(driver, dataset, dataset_dir(dataset) / "export", progress=False),
                                         live)
-        rows = coverage(graph, sample, emb, list(CANDIDATES), group_by="hops", progress=True)
+        linker, prior = _fit_linking(driver, graph, qa, console)
+        rows = coverage(graph, sample, emb, [replace(c, linker=linker) for c in CANDIDATES], group_by="hops",
+                        progress=True)
         chosen = choose(rows)
-        prior_rows = _with_prior(driver, graph, qa, sample, emb, chosen, console)
+        prior_rows = _with_prior(graph, sample, emb, chosen, linker, prior) if prior is not None else []
         if prior_rows:
             rows += prior_rows
             chosen = choose(rows)  # the prior wins only by more than TOLERANCE (same nodes, listed last)

@@ -24,6 +24,7 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
 from seeder_dgl.graphstore.seeding import seed_linked
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, induced_edges, khop_select
+from seeder_dgl.retrieval.linking import CANDIDATES, EntityLinker
 from seeder_dgl.retrieval.relation_prior import RelationPrior
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -40,7 +41,7 @@ class GraphBackend(Protocol):
     def dense_seeds(self, embedding: np.ndarray, k: int, exact: bool = False) -> Seeds:
         """The ``k`` nodes most similar to the question embedding."""
 
-    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = 50) -> list[dict]:
+    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = CANDIDATES) -> list[dict]:
         """Nodes whose names match the question's words: dicts with id, name, text_score, similarity."""
 
     def khop_filter(self, embedding: np.ndarray, seeds: Seeds, budgets: list[int],
@@ -76,6 +77,9 @@ class RetrievalSettings:
     relation_prior: RelationPrior | None = None
     """The dataset's learned relation prior (``retrieval.relation_prior``): it replaces sim(q, r) in
     the K-hop score hop by hop; None: the paper's sim(q, r)."""
+    linker: EntityLinker | None = None
+    """The dataset's learned entity linker (``retrieval.linking``) for full-text and hybrid seeding;
+    None: the hand-set one."""
 
     @property
     def budget(self) -> int:
@@ -88,6 +92,8 @@ class RetrievalSettings:
                "seeding": self.seeding}
         if self.relation_prior is not None:
             out["relation_prior"] = self.relation_prior.fingerprint
+        if self.linker is not None and self.seeding != "dense":
+            out["linker"] = self.linker.fingerprint
         return out
 
     def relation_scores(self, embedding: np.ndarray, question: str = "", names: Sequence[str] = ()) -> np.ndarray | None:
@@ -118,13 +124,35 @@ def stored_relation_prior(graph) -> RelationPrior | None:
     return prior.aligned(info.relation_types)
 
 
-def with_relation_prior(settings: RetrievalSettings, graph, wanted: bool, required: bool = True) -> RetrievalSettings:
-    """``settings`` with the dataset's stored relation prior when its profile asks for one.
+def stored_linker(graph) -> EntityLinker | None:
+    """The entity linker fitted for ``graph``'s dataset (stored in its Neo4j record), with the
+    stored relation prior its features read; None when none was fitted (or it needs a prior and
+    none is stored)."""
+    info = graph.info
+    text = getattr(info, "entity_linker", None)
+    if not text:
+        return None
+    try:
+        linker = EntityLinker.from_json(text)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SeederError(f"the entity linker stored for {info.name!r} is unusable ({exc}): "
+                          f"fit it again with `seeder-dgl extract {info.name} --refit-prior`") from None
+    if not linker.relation_features:
+        return linker
+    prior = stored_relation_prior(graph)
+    return linker.with_prior(prior) if prior is not None else None
 
-    None fitted yet (``extract`` fits it): a one-line error when ``required`` (a trained policy
+
+def with_relation_prior(settings: RetrievalSettings, graph, wanted: bool, required: bool = True) -> RetrievalSettings:
+    """``settings`` with the dataset's stored relation prior when its profile asks for one, and its
+    stored entity linker when it seeds by names.
+
+    No prior fitted yet (``extract`` fits it): a one-line error when ``required`` (a trained policy
     learned on subgraphs grown with it), else the paper's sim(q, r) (K-hop and the baselines right
-    after ingest).
+    after ingest). No linker fitted: the hand-set one.
     """
+    if settings.seeding != "dense" and settings.linker is None:
+        settings = replace(settings, linker=stored_linker(graph))
     if not wanted:
         return settings
     prior = stored_relation_prior(graph)
@@ -149,7 +177,7 @@ def seed_and_expand(graph: GraphBackend, question: str, embedding: np.ndarray,
                               with_features=with_features)
     else:
         seeds, names = seed_linked(graph, question, embedding, settings.seeds, settings.seeding,
-                                   exact=settings.exact_seeds)
+                                   exact=settings.exact_seeds, linker=settings.linker)
         scores = settings.relation_scores(embedding, question, names)
         sub = graph.khop_filter(embedding, seeds, list(settings.budgets), relation_scores=scores,
                                 with_features=with_features)
@@ -197,7 +225,7 @@ class MemoryGraph:
         ids, sims = dense_topk(self.node_emb, embedding, k)
         return list(zip(ids.tolist(), sims.tolist()))
 
-    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = 50) -> list[dict]:
+    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = CANDIDATES) -> list[dict]:
         found = self._linked.get((question, int(candidates)))
         if found is not None and np.array_equal(found[0], embedding):
             return found[1]
@@ -206,7 +234,7 @@ class MemoryGraph:
                               "build the in-memory graph with MemoryGraph.from_export(export, live)")
         return self.live.fulltext_hits(question, embedding, candidates)
 
-    def link_names(self, questions: Sequence[str], embeddings: np.ndarray, candidates: int = 50,
+    def link_names(self, questions: Sequence[str], embeddings: np.ndarray, candidates: int = CANDIDATES,
                    progress: bool = False) -> None:
         """Read the full-text hits of every question from the live name index now, and keep them.
 

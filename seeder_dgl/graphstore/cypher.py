@@ -19,6 +19,22 @@ class CypherTemplateError(ValueError):
     """A statement is missing, or a spliced name is unsafe or missing."""
 
 
+class Fragment(str):
+    """Cypher text built in this module from validated identifiers only (``degree_counts``): the
+    one kind of value besides an identifier that ``query`` puts into a slot."""
+
+
+def degree_counts(variable: str, types) -> Fragment:
+    """``[COUNT { (v)-[:`A`]-() }, ...]``: how many relationships of each of ``types`` the node
+    ``variable`` has, either direction, in ``types`` order. Neo4j answers each from the node's
+    degree store (no relationship is read), so a hub costs what a leaf does. Every type is checked
+    with ``is_identifier`` before it is written in."""
+    for name in (variable, *types):
+        if not isinstance(name, str) or not is_identifier(name):
+            raise CypherTemplateError(f"{name!r} is not a safe Cypher identifier")
+    return Fragment("[" + ", ".join(f"COUNT {{ ({variable})-[:`{t}`]-() }}" for t in types) + "]")
+
+
 @lru_cache(maxsize=None)
 def _read(name: str) -> str:
     path = CYPHER_DIR / f"{name}.cypher"
@@ -46,6 +62,8 @@ def query(name: str, /, **identifiers: str) -> str:
         raise CypherTemplateError(f"{name}: no value for {sorted(missing)}")
     for key in needed:
         value = identifiers[key]
+        if isinstance(value, Fragment):
+            continue
         if not isinstance(value, str) or not is_identifier(value):
             raise CypherTemplateError(f"{name}: {key}={value!r} is not a safe Cypher identifier")
     return _SLOT.sub(lambda m: identifiers[m.group(1)], text)

@@ -18,10 +18,11 @@ from neo4j.exceptions import DriverError, Neo4jError
 
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
-from seeder_dgl.graphstore.cypher import query, quiet
+from seeder_dgl.graphstore.cypher import degree_counts, query, quiet
 from seeder_dgl.graphstore.procedures import khop_engine, khop_setting
 from seeder_dgl.graphstore.schema import StoreSchema
 from seeder_dgl.graphstore.sketch import query_sketch
+from seeder_dgl.retrieval.linking import CANDIDATES, lucene_query
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 
@@ -43,6 +44,8 @@ class DatasetInfo:
     status: str
     relation_prior: str | None = None
     """The learned relation prior stored in the record (JSON; ``retrieval.relation_prior``), or None."""
+    entity_linker: str | None = None
+    """The learned entity linker stored in the record (JSON; ``retrieval.linking``), or None."""
     schema: StoreSchema | None = None
     """Property names and relationship types of the dataset (``graphstore.schema``); None: the
     ingested layout under ``label``."""
@@ -118,6 +121,8 @@ class LiveGraph:
         self.schema = info.schema
         self.index = f"{self.label}_embedding"
         self._relation_id = {t: i for i, t in enumerate(info.relation_types)}
+        # Statements may also splice the per-type degree list of a node (seeding/fulltext).
+        self._identifiers = {**self.schema.identifiers(), "degrees": degree_counts("node", info.relation_types)}
         self._relation_unit = _unit(info.relation_embeddings.astype(np.float64))
 
     def refresh(self) -> bool:
@@ -139,7 +144,7 @@ class LiveGraph:
         ``driver.execute_query`` opens a managed transaction (BEGIN, RUN, COMMIT) with bookmark
         bookkeeping, about 1.4 ms more per statement here than one auto-commit RUN.
         """
-        text = query(statement, **self.schema.identifiers())
+        text = query(statement, **self._identifiers)
         try:
             with self.driver.session(database=self.database, default_access_mode=READ_ACCESS,
                                      **ID_FUNCTION_SESSION) as session:
@@ -168,7 +173,8 @@ class LiveGraph:
         rel = np.asarray(m.get("relation_embeddings") or [], dtype=np.float32).reshape(-1, dim)
         return DatasetInfo(dataset, m["label"], dim, m["model"], list(m["relation_names"]),
                            list(m["relation_types"]), rel, int(m["num_nodes"]), int(m["num_relationships"]),
-                           m.get("status", "unknown"), m.get("relation_prior"), StoreSchema.from_record(m))
+                           m.get("status", "unknown"), relation_prior=m.get("relation_prior"),
+                           entity_linker=m.get("entity_linker"), schema=StoreSchema.from_record(m))
 
     # ---- readiness --------------------------------------------------------------------------
     def check_ready(self) -> None:
@@ -421,17 +427,18 @@ class LiveGraph:
         return [(int(t["sources"][i]), t["source_names"][i], t["relations"][i].lower(), int(t["targets"][i]),
                  t["target_names"][i]) for i in order]
 
-    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = 50) -> list[dict]:
-        """Nodes whose names match the question's words: id, name, Lucene score and cos(q, v)."""
-        from seeder_dgl.graphstore.seeding import lucene_query
-
+    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = CANDIDATES) -> list[dict]:
+        """Nodes whose names match the question's words, within a typo (``retrieval.linking.lucene_query``):
+        id, name, Lucene score, cos(q, v), type, and relationships per relation type (``info.relation_types``)."""
         lucene = lucene_query(question)
         if not lucene:
             return []
         hits = self._lists("seeding/fulltext", "full-text seeding", index=f"{self.label}_name", lucene=lucene,
                            candidates=int(candidates), embedding=self.query_vector(embedding))
-        return [{"id": int(i), "name": name, "text_score": float(text), "similarity": float(sim)}
-                for i, name, text, sim in zip(hits["ids"], hits["names"], hits["text_scores"], hits["similarities"])]
+        return [{"id": int(i), "name": name, "text_score": float(text), "similarity": float(sim), "type": kind,
+                 "degrees": degrees}
+                for i, name, text, sim, kind, degrees in zip(hits["ids"], hits["names"], hits["text_scores"],
+                                                            hits["similarities"], hits["types"], hits["degrees"])]
 
     # ---- neighbourhoods for PPR, PCST and beam (graphstore.neighbourhood) ------------------------
     def ego_graph(self, embedding: np.ndarray, seeds: list[tuple[int, float]], hops: int = 2,

@@ -62,7 +62,7 @@ class GraphRetriever(ABC):
     def seed(self, question: str, embedding: np.ndarray) -> Seeds:
         """The question's seeds per the settings (how many, and dense, full-text or hybrid)."""
         s = self.settings
-        return seed(self.graph, question, embedding, s.seeds, s.seeding, exact=s.exact_seeds)
+        return seed(self.graph, question, embedding, s.seeds, s.seeding, exact=s.exact_seeds, linker=s.linker)
 
     def describe(self) -> dict:
         """How the method is configured (eval writes it beside its numbers)."""

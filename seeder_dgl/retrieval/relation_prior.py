@@ -13,8 +13,8 @@ small network (one ReLU layer, one output per hop and relation) on the embedding
 question's template: the question with the names of its linked seeds masked ("what films did X
 act in"), since which relations a question follows depends on its wording, not on the entity it
 names, and in a sentence embedding the name dominates. It is fitted on the training questions
-of the dataset: their seeds (the profile's own seeding) and answers give the paths in the whole
-graph, so the labels cost no annotation. The K-hop formula, its float64 rules and the Cypher
+of the dataset together with the entity linker (``retrieval.link_training``): their topic
+entities and answers give the paths in the whole graph, so the labels cost no annotation. The K-hop formula, its float64 rules and the Cypher
 statement stay as they are; only the relation term per hop changes
 (``khop_select(relation_scores=...)``, ``LiveGraph.khop_filter(relation_scores=...)``).
 """
@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
+from seeder_dgl.retrieval.linking import PLACEHOLDER, question_template  # noqa: F401  (re-exported)
 from seeder_dgl.retrieval.memory import GraphArrays
 
 UNREACHED = np.iinfo(np.int16).max
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def bfs_distances(graph: GraphArrays, sources: np.ndarray, max_hops: int) -> np.ndarray:
@@ -49,52 +48,75 @@ def bfs_distances(graph: GraphArrays, sources: np.ndarray, max_hops: int) -> np.
     return dist
 
 
+def seed_paths(graph: GraphArrays, seed: int, is_answer: np.ndarray, num_answers: int, hops: int,
+               max_reached: int = 20_000) -> tuple[float, list[tuple[int, ...]]]:
+    """The relation sequences of at most ``hops`` steps from ``seed`` whose reached set matches the
+    answers (``is_answer``: bool [N], ``num_answers`` of them) best, and that F1 (0.0, [] when no
+    sequence reaches an answer); ties keep the sequences as long as the first found.
+
+    Every sequence of relations followed from the seed reaches a set of nodes; its F1 against the
+    answers says how well it explains them. Sequences whose set grows past ``max_reached`` nodes
+    are not followed further (they cannot be precise)."""
+    best, best_paths = 0.0, []
+    prefixes = [((), np.asarray([seed], dtype=np.int64))]
+    for _ in range(hops):
+        grown = []
+        for path, nodes in prefixes:
+            _, nbr, rel = graph.gather(nodes)
+            back = nbr != seed  # a step back to the seed explains nothing
+            nbr, rel = nbr[back], rel[back]
+            order = np.argsort(rel, kind="stable")
+            rel, nbr = rel[order], nbr[order]
+            cuts = np.flatnonzero(np.diff(rel)) + 1
+            for r_group, n_group in zip(np.split(rel, cuts), np.split(nbr, cuts)):
+                if r_group.size == 0:
+                    continue
+                reached = np.unique(n_group)
+                hit = int(is_answer[reached].sum())
+                step = (*path, int(r_group[0]))
+                if hit:
+                    f1 = 2 * hit / (reached.size + num_answers)
+                    if f1 > best + 1e-12:
+                        best, best_paths = f1, [step]
+                    elif abs(f1 - best) <= 1e-12 and len(step) == len(best_paths[0]):
+                        best_paths.append(step)
+                if reached.size <= max_reached:
+                    grown.append((step, reached))
+        prefixes = grown
+    return best, best_paths
+
+
+def answer_mask(num_nodes: int, answers: Sequence[int]) -> np.ndarray:
+    is_answer = np.zeros(num_nodes, dtype=bool)
+    is_answer[np.asarray(answers, dtype=np.int64)] = True
+    return is_answer
+
+
 def path_relations(graph: GraphArrays, seeds: Sequence[int], answers: Sequence[int], hops: int,
                    num_relations: int, max_reached: int = 20_000) -> np.ndarray | None:
     """bool [hops, R]: relation r is step h of a relation path that best explains the answers;
     None when no path of at most ``hops`` steps from a seed reaches an answer.
 
-    Every sequence of relations followed from one seed reaches a set of nodes; the best sequences
-    are those whose set matches the answers best (F1 of the set against the answers, then the
-    shorter). Shortest paths alone would not do: through a hub (a year, a genre) almost every
-    film is two steps from every other, so "films by the same director" would also teach "same
-    year" and "same genre". Steps after a path's end stay False: a 1-hop question says that
-    nothing is worth following at hops 2 and 3. Sequences whose set grows past ``max_reached``
-    nodes are not followed further (they cannot be precise).
+    The best sequences are those whose reached set matches the answers best (F1 of the set
+    against the answers, then the shorter; ``seed_paths``). Shortest paths alone would not do:
+    through a hub (a year, a genre) almost every film is two steps from every other, so "films by
+    the same director" would also teach "same year" and "same genre". Steps after a path's end stay
+    False: a 1-hop question says that nothing is worth following at hops 2 and 3.
     """
     answers = np.unique(np.asarray(answers, dtype=np.int64))
     seeds = np.unique(np.asarray(seeds, dtype=np.int64))
     if seeds.size == 0 or answers.size == 0:
         return None
-    is_answer = np.zeros(graph.num_nodes, dtype=bool)
-    is_answer[answers] = True
+    is_answer = answer_mask(graph.num_nodes, answers)
     best, best_paths = 0.0, []
     for s in seeds:
-        prefixes = [((), np.asarray([s], dtype=np.int64))]
-        for _ in range(hops):
-            grown = []
-            for path, nodes in prefixes:
-                _, nbr, rel = graph.gather(nodes)
-                back = nbr != s  # a step back to the seed explains nothing
-                nbr, rel = nbr[back], rel[back]
-                order = np.argsort(rel, kind="stable")
-                rel, nbr = rel[order], nbr[order]
-                cuts = np.flatnonzero(np.diff(rel)) + 1
-                for r_group, n_group in zip(np.split(rel, cuts), np.split(nbr, cuts)):
-                    if r_group.size == 0:
-                        continue
-                    reached = np.unique(n_group)
-                    hit = int(is_answer[reached].sum())
-                    step = (*path, int(r_group[0]))
-                    if hit:
-                        f1 = 2 * hit / (reached.size + answers.size)
-                        if f1 > best + 1e-12:
-                            best, best_paths = f1, [step]
-                        elif abs(f1 - best) <= 1e-12 and len(step) == len(best_paths[0]):
-                            best_paths.append(step)
-                    if reached.size <= max_reached:
-                        grown.append((step, reached))
-            prefixes = grown
+        f1, paths = seed_paths(graph, int(s), is_answer, answers.size, hops, max_reached)
+        if not paths:
+            continue
+        if f1 > best + 1e-12:
+            best, best_paths = f1, list(paths)
+        elif abs(f1 - best) <= 1e-12:
+            best_paths += [p for p in paths if len(p) == len(best_paths[0])]
     if not best_paths:
         return None
     labels = np.zeros((hops, num_relations), dtype=bool)
@@ -104,26 +126,7 @@ def path_relations(graph: GraphArrays, seeds: Sequence[int], answers: Sequence[i
     return labels
 
 
-PLACEHOLDER = "X"
-"""What stands in a question's template for each entity it names."""
-
 PRIOR_INPUTS = ("question", "template")
-
-
-def question_template(question: str, names: Sequence[str]) -> str:
-    """``question`` with every occurrence of each of ``names`` (whole words, any case) replaced by
-    ``PLACEHOLDER``: "what films did Kate Mara act in" -> "what films did X act in".
-
-    Which relations a question follows is a property of its wording, not of the entity it names;
-    in a sentence embedding the name is most of the signal, so the prior reads the template.
-    """
-    out = question
-    for name in sorted({n for n in names if n}, key=len, reverse=True):  # 'New York City' before 'York'
-        words = _WORD.findall(name)
-        if words:
-            pattern = r"(?<!\w)" + r"\W+".join(re.escape(w) for w in words) + r"(?!\w)"
-            out = re.sub(pattern, PLACEHOLDER, out, flags=re.IGNORECASE)
-    return out
 
 
 @dataclass(frozen=True)
@@ -301,44 +304,3 @@ def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types
     return RelationPrior(w.copy(), bias.detach().numpy().reshape(hops, r).copy(), list(relation_types), stats,
                          hidden_weight.detach().numpy().copy() if hidden else None,
                          hidden_bias.detach().numpy().copy() if hidden else None, input)
-
-
-def fit_on_questions(graph, queries, query_emb: np.ndarray, settings, *, seed: int = 0, progress: bool = True,
-                     encode: Callable[[list[str]], np.ndarray] | None = None) -> RelationPrior:
-    """Fit a dataset's prior on its training ``queries``: seeds by ``settings`` (the profile's
-    seeding, as retrieval will seed), labels by ``path_relations`` in the whole graph.
-
-    With ``encode`` (the dataset's encoder) the prior reads question templates (the names of the
-    linked seeds masked, ``question_template``) and is returned bound to it; without, the
-    questions' own embeddings ``query_emb``. ``graph`` is a ``graphstore.backend.MemoryGraph``
-    (the labels walk its arrays). The caller picks the questions
-    (``subgraph.extract.ensure_relation_prior`` samples before encoding them).
-    """
-    from rich.progress import Progress
-
-    from seeder_dgl.graphstore.seeding import seed_linked
-
-    hops = len(settings.budgets)
-    relation_types = list(graph.info.relation_types) if getattr(graph, "live", None) is not None else \
-        [f"relation_{i}" for i in range(graph.rel_emb.shape[0])]
-    rows, labels, templates = [], [], []
-    with Progress(disable=not progress, transient=True) as bars:
-        task = bars.add_task("relation paths of the training questions", total=len(queries))
-        for i, q in enumerate(queries):
-            seeds, names = seed_linked(graph, q.text, query_emb[i], settings.seeds, settings.seeding, exact=True)
-            found = path_relations(graph.arrays, [s for s, _ in seeds], q.answers, hops, len(relation_types))
-            if found is not None:
-                rows.append(i)
-                labels.append(found)
-                templates.append(question_template(q.text, names))
-            bars.advance(task)
-    if len(rows) < 20:
-        from seeder_dgl.errors import SeederError
-
-        raise SeederError(f"only {len(rows)} training questions have an answer within {hops} hops of their seeds: "
-                          "too few to learn which relations to follow; use a profile without the relation prior")
-    inputs = encode(templates) if encode is not None else np.asarray(query_emb)[rows]
-    prior = fit_relation_prior(inputs, np.stack(labels), relation_types, seed=seed,
-                               input="template" if encode is not None else "question")
-    prior.stats.update({"sampled": len(queries), "seeding": settings.seeding, "seeds": settings.seeds})
-    return prior.bind(encode) if encode is not None else prior

@@ -28,10 +28,31 @@ def label_subgraph(sub: QuerySubgraph, query: Query) -> QuerySubgraph:
     return sub
 
 
+def typed_queries(graph, queries: list[Query], share: float, seed: int = 0) -> list[Query]:
+    """``queries`` with a seeded ``share`` of them typed as people do (``loaders.perturb.typed_variant``:
+    lower case, a typo in the topic's name, no punctuation, random case), drawn per question id, so
+    the same questions are typed the same way in every run."""
+    from dataclasses import replace
+
+    from loaders.perturb import typed_variant
+
+    live = getattr(graph, "live", None) or graph
+    topics = sorted({int(t) for q in queries for t in q.topic})
+    names: dict[int, str] = {}
+    if topics and hasattr(live, "describe"):
+        names = dict(zip(topics, live.describe(topics)[1]))
+    out = []
+    for q in queries:
+        text, kind = typed_variant(q.text, str(q.id), share, seed, [names[t] for t in q.topic if t in names])
+        out.append(replace(q, text=text) if kind else q)
+    return out
+
+
 def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarray, folder: Path,
                   settings: RetrievalSettings, shard_size: int = 256, progress: bool = True,
-                  overwrite: bool = False) -> dict:
-    """Extract and cache every query's subgraph; returns a summary (counts, coverage, seconds)."""
+                  overwrite: bool = False, typed: float = 0.0) -> dict:
+    """Extract and cache every query's subgraph; returns a summary (counts, coverage, seconds).
+    ``typed``: the share of ``queries`` typed as people do (``typed_queries``), recorded with the cache."""
     folder = Path(folder)
     if len(queries) != len(query_emb):
         raise SeederError(f"{len(queries)} queries but {len(query_emb)} query embeddings")
@@ -39,6 +60,8 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
               "num_queries": len(queries), "shard_size": shard_size,
               "num_shards": (len(queries) + shard_size - 1) // shard_size,
               "query_ids_head": [int(q.id) for q in queries[:5]]}
+    if typed:
+        wanted["typed"] = typed
     manifest = folder / "manifest.json"
     if manifest.exists() and not overwrite:
         import json
@@ -80,28 +103,39 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
     return summary
 
 
-def ensure_relation_prior(driver, graph, queries: list[Query], encoder, settings: RetrievalSettings, *,
-                          refit: bool = False, max_questions: int = 10_000, progress: bool = True):
-    """The dataset's relation prior: the one stored in its record, else (or with ``refit``) one fitted
-    on up to ``max_questions`` of the training ``queries`` and stored there for every later command.
+def ensure_linking(driver, graph, queries: list[Query], encoder, settings: RetrievalSettings, *, with_prior: bool,
+                   refit: bool = False, typed: bool = True, max_questions: int = 5000,
+                   progress: bool = True) -> RetrievalSettings:
+    """``settings`` with the dataset's entity linker and (``with_prior``: K-hop follows it) relation
+    prior: the ones stored in its record, else (or with ``refit``) both fitted on up to
+    ``max_questions`` of the training ``queries`` (with a typed variant of each where ``typed``:
+    ``retrieval.link_training``) and stored there for every later command.
 
     ``graph`` is a ``MemoryGraph`` exported from the live dataset (the path labels walk its arrays).
     """
-    from seeder_dgl.graphstore.backend import stored_relation_prior
+    from dataclasses import replace
+
+    from seeder_dgl.graphstore.backend import stored_linker, stored_relation_prior
     from seeder_dgl.graphstore.cypher import query
-    from seeder_dgl.retrieval.relation_prior import RelationPrior, fit_on_questions
+    from seeder_dgl.retrieval.link_training import fit_linking
+    from seeder_dgl.retrieval.linking import EntityLinker
+    from seeder_dgl.retrieval.relation_prior import RelationPrior
 
+    linker = None if refit else stored_linker(graph)
     prior = None if refit else stored_relation_prior(graph)
-    if prior is not None:
-        return prior
-    queries = [q for q in queries if q.answers]
-    if len(queries) > max_questions:
-        pick = np.sort(np.random.default_rng(0).choice(len(queries), size=max_questions, replace=False))
-        queries = [queries[i] for i in pick]
-    embeddings = encoder.encode([q.text for q in queries], show_progress=progress)
-    text = fit_on_questions(graph, queries, embeddings, settings, progress=progress,
-                            encode=lambda texts: encoder.encode(texts, show_progress=progress)).to_json()
-    driver.execute_query(query("dataset/set_relation_prior"), name=graph.info.name, prior=text)
+    if linker is not None and (prior is not None or not with_prior):
+        return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
+    fit = fit_linking(graph, queries, lambda texts: encoder.encode(texts, show_progress=False),
+                      hops=len(settings.budgets), require_prior=with_prior, typed=typed,
+                      max_questions=max_questions, progress=progress)
+    linker_text = fit.linker.to_json()
+    prior_text = fit.prior.to_json() if fit.prior is not None else None
+    driver.execute_query(query("dataset/set_linking"), name=graph.info.name, linker=linker_text, prior=prior_text)
     # Exactly what later commands read: the stored JSON, embedding templates as live queries do.
-    return RelationPrior.from_json(text).bind(encoder.encode_queries).aligned(graph.info.relation_types)
-
+    prior = None
+    if prior_text is not None:
+        prior = RelationPrior.from_json(prior_text).bind(encoder.encode_queries).aligned(graph.info.relation_types)
+    linker = EntityLinker.from_json(linker_text)
+    if linker.relation_features:
+        linker = linker.with_prior(prior)
+    return replace(settings, linker=linker, relation_prior=prior if with_prior else None)

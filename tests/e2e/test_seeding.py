@@ -1,4 +1,5 @@
-"""Full-text entity linking and hybrid seeding: escaping, linking order, fusion, and the real index."""
+"""Full-text entity linking and hybrid seeding on the real name index: fuzzy candidates, their
+relation counts, questions as people type them, fusion."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,32 +8,9 @@ import pytest
 from loaders.kg import KnowledgeGraph
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.live import LiveGraph
-from seeder_dgl.graphstore.seeding import check_mode, fuse, link_entities, lucene_query, seed
+from seeder_dgl.graphstore.seeding import check_mode, fuse, seed
 from seeder_dgl.graphstore.writer import GraphWriter
 from tests.helpers.graphs import random_embeddings
-
-
-def test_lucene_query_escapes_every_special_character():
-    q = lucene_query('who wrote "C++" (2010) [x] a:b OR NOT && || ! ^ ~ * ? \\ / {y}')
-    assert '"' not in q and "(" not in q and ":" not in q and "\\\\" not in q
-    assert "wrote" in q and "2010" in q
-    assert " OR " not in q and " NOT " not in q and " or " in q  # operators neutralised
-    assert lucene_query("  ??? ") == ""
-    assert lucene_query("what films did Mike O'Malley act in").split()[4] == "o'malley"
-
-
-def _hit(i, name, score=1.0):
-    return {"id": i, "name": name, "text_score": score, "similarity": 0.0}
-
-
-def test_linking_prefers_whole_phrases_then_case_then_proper_nouns_then_length():
-    q = "what were the release dates of movies starred by actors in Butter"
-    ranked = link_entities(q, [_hit(1, "actors", 5.0), _hit(2, "Butter", 1.0), _hit(3, "Butterfly", 9.0)])
-    assert [h["id"] for h in ranked] == [2, 1, 3]
-    q = "the movies that share actors with the movie Love are written by who"
-    assert link_entities(q, [_hit(1, "love", 3.0), _hit(2, "Love", 1.0)])[0]["id"] == 2
-    q = "what languages are the films that share directors with 5 Against the House in"
-    assert link_entities(q, [_hit(1, "House", 4.0), _hit(2, "5 Against the House", 1.0)])[0]["id"] == 2
 
 
 def test_fusion_and_modes():
@@ -71,6 +49,14 @@ def test_fulltext_seeding_on_neo4j_finds_rare_names(neo4j_driver, dataset_label,
             assert h["name"] == names[h["id"]]
             assert h["similarity"] == pytest.approx(float(emb[h["id"]] @ q), abs=1e-5)
         assert graph.fulltext_hits("zebra", q) == []  # words, but no name matches
+        # each hit carries its type and its relationships per relation type (DIRECTED_BY: Heat, Mann)
+        by_id = {h["id"]: h for h in hits}
+        assert by_id[3]["type"] == "thing" and by_id[3]["degrees"] == [1] and by_id[2]["degrees"] == [0]
+        # as people type: lower case, a letter dropped or two swapped, no quotes; the same node
+        for typed in ("who directed heat", "who directed Haet", "who directed heatt the movie", "WHO DIRECTED HEAT"):
+            assert seed(graph, typed, q, 1, "fulltext")[0][0] == 3, typed
+        assert seed(graph, "films by michael man", q, 1, "fulltext")[0][0] == 4
+        assert seed(graph, "who directed the thin red lnie", q, 1, "fulltext")[0][0] == 5
 
         # eval --profile on the export: each question's names read from Neo4j once, then every
         # method seeds in memory as the live graph does

@@ -22,6 +22,21 @@ def test_unsafe_identifiers_are_refused(bad):
         query("schema/vector_index", dataset=bad)
 
 
+def test_degree_counts_splice_only_validated_relationship_types():
+    from seeder_dgl.graphstore.cypher import degree_counts
+
+    text = query("seeding/fulltext", **{slot: "X" for slot in slots("seeding/fulltext") - {"degrees"}},
+                 degrees=degree_counts("node", ["DIRECTED_BY", "HAS_TAGS"]))
+    assert "collect([COUNT { (node)-[:`DIRECTED_BY`]-() }, COUNT { (node)-[:`HAS_TAGS`]-() }]) AS degrees" in text
+    assert "collect([]) AS degrees" in query("seeding/fulltext", **{s: "X" for s in slots("seeding/fulltext") - {"degrees"}},
+                                             degrees=degree_counts("node", []))
+    for bad in ("A]-() } ] RETURN 1 //", "x`y", "", "1A"):
+        with pytest.raises(CypherTemplateError):
+            degree_counts("node", ["OK", bad])
+    with pytest.raises(CypherTemplateError):  # a plain string is not a fragment: still checked as a name
+        query("seeding/fulltext", **{s: "X" for s in slots("seeding/fulltext") - {"degrees"}}, degrees="[1] AS d")
+
+
 def test_missing_slot_value_is_refused():
     with pytest.raises(CypherTemplateError, match="no value"):
         query("schema/vector_index")

@@ -49,8 +49,10 @@ def test_each_stage_is_where_the_answer_was_lost():
         # the answer is the only neighbour: shown to the policy and picked (c_1 = 1)
         record(4, [50, 51], [(0, 1)], [0, 1], [0.9, 0.3], answers=[51]),
     ]
-    funnel = diagnose(loaded_policy(), records, emb, rng.normal(size=(5, DIM)).astype(np.float32))
+    seeded = np.asarray([True, True, False, False, False])  # question 1: reachable, but K-hop left it out
+    funnel = diagnose(loaded_policy(), records, emb, rng.normal(size=(5, DIM)).astype(np.float32), seeded=seeded)
     f = {s: funnel.flags[s].tolist() for s in STAGES}
+    assert f["seeded"] == [True, True, True, True, True]  # an answer in the subgraph was within reach
     assert f["in_subgraph"] == [True, False, True, True, True]
     assert f["reachable"] == [True, False, False, True, True]
     assert f["candidate"] == [True, False, False, False, True]
@@ -58,6 +60,18 @@ def test_each_stage_is_where_the_answer_was_lost():
     assert f["hit@1"][0] and f["hit@5"][4]
     assert funnel.selected_size.tolist() == [1, 2, 2, 2, 2]
     assert funnel.query_ids == [0, 1, 2, 3, 4]
+    without = diagnose(loaded_policy(), records, emb, rng.normal(size=(5, DIM)).astype(np.float32))
+    assert without.flags["seeded"].tolist() == without.flags["in_subgraph"].tolist()
+
+
+def test_seeded_means_an_answer_within_the_hops_of_a_seed():
+    from seeder_dgl.evaluation.diagnose import seeded_flags
+    from seeder_dgl.retrieval.memory import GraphArrays
+
+    # a path 0 - 1 - 2 - 3 - 4, and 5 on its own
+    arrays = GraphArrays.from_arrays(6, [0, 1, 2, 3], [1, 2, 3, 4], [0, 0, 1, 1])
+    found = seeded_flags(arrays, [[0], [0], [4, 5], [5], []], [[2], [3], [2], [0], [0]], hops=2)
+    assert found.tolist() == [True, False, True, False, False]
 
 
 def test_stages_imply_each_other_and_group():

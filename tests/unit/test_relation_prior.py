@@ -188,12 +188,14 @@ def test_path_score_follows_the_asked_relations_hop_by_hop_and_survives_the_cach
 def test_question_template_masks_whole_names_in_any_case_longest_first():
     from seeder_dgl.retrieval.relation_prior import question_template
 
-    assert question_template("what films did Kate Mara act in", ["Kate Mara"]) == "what films did X act in"
-    assert question_template("who directed the movie cat people?", ["Cat People"]) == "who directed the movie X?"
+    assert question_template("what films did Kate Mara act in", ["Kate Mara"]) == "what films did x act in"
+    assert question_template("who directed the movie cat people?", ["Cat People"]) == "who directed the movie x?"
     # Whole words only: 'Ann' is not masked inside 'Annie'; the longer name wins over its part.
-    assert question_template("did Annie meet Ann", ["Ann"]) == "did Annie meet X"
-    assert question_template("films set in New York City", ["York", "New York City"]) == "films set in X"
-    assert question_template("who wrote Ocean's Eleven", ["Ocean's Eleven"]) == "who wrote X"
+    assert question_template("did Annie meet Ann", ["Ann"]) == "did annie meet x"
+    assert question_template("films set in New York City", ["York", "New York City"]) == "films set in x"
+    assert question_template("who wrote Ocean's Eleven", ["Ocean's Eleven"]) == "who wrote x"
+    # The template does not depend on the case the question was typed in, nor on its spacing.
+    assert question_template("WHAT films  did kATE mara act in", ["kate MARA"]) == "what films did x act in"
     assert question_template("nothing to mask", []) == "nothing to mask"
     assert question_template("nothing to mask", ["absent"]) == "nothing to mask"
 
@@ -223,7 +225,7 @@ def test_a_template_prior_reads_the_question_with_its_seed_names_masked():
     bob = bound.question_scores("what films did Bob act in", np.ones(6), ["Bob"])
     carol = bound.question_scores("what films did Carol Ann act in", -np.ones(6), ["Carol Ann"])
     np.testing.assert_array_equal(bob, carol)  # one template, one answer, whatever the name
-    assert encode.seen == ["what films did X act in"] * 2
+    assert encode.seen == ["what films did x act in"] * 2
     other = bound.question_scores("who acted with Bob", np.ones(6), ["Bob"])
     assert not np.allclose(other, bob)
     # Through the settings K-hop reads its relation terms from.
@@ -266,10 +268,14 @@ def test_seeding_reports_the_names_of_the_seeds_the_question_mentions():
     from seeder_dgl.graphstore.seeding import seed, seed_linked
 
     question, emb = "who starred in Love Actually", np.ones(4)
+    # As typed: lower case and a dropped letter link the same node, named as the question writes it.
+    seeds, names = seed_linked(_LinkingGraph(), "who starred in love actualy", emb, 1, "fulltext")
+    assert [s for s, _ in seeds] == [5] and names == ["love actualy"]
     seeds, names = seed_linked(_LinkingGraph(), question, emb, 1, "fulltext")
     assert [s for s, _ in seeds] == [5] and names == ["Love Actually"]
     seeds, names = seed_linked(_LinkingGraph(), question, emb, 3, "fulltext")
-    assert [s for s, _ in seeds] == [5, 7, 9] and names == ["Love Actually", "love"]  # 'Unrelated' is not in it
+    # The names are the question's own words for each seed; 'Unrelated' matches none of them.
+    assert [s for s, _ in seeds] == [5, 7, 9] and names == ["Love Actually", "Love"]
     assert seed_linked(_LinkingGraph(), question, emb, 2, "dense") == ([(11, 0.9), (5, 0.4)], [])
     seeds, names = seed_linked(_LinkingGraph(), question, emb, 2, "hybrid")
     assert {s for s, _ in seeds} == {5, 11} and names == ["Love Actually"]

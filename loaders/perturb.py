@@ -1,0 +1,135 @@
+"""Questions as people type them: lower case, a typo in a name, no punctuation, random letter case.
+
+Benchmarks write their questions in proper case with names spelled as the graph spells them;
+people do not. These perturbations turn a question into a typed one, deterministically from a
+seed, so that ``eval --perturb`` can score both side by side and training can mix typed
+questions in (``TYPED_MIX``).
+
+- ``lower``: every letter in lower case ("what films did tom hanks star in").
+- ``typo``: one typo in the question's topic entity: two neighbouring letters swapped or one
+  letter dropped ("Tom Hnaks"). Where the topic is not known, in the question's longest word of
+  five letters or more (names are usually the long words); a question with neither is kept.
+- ``nopunct``: punctuation removed ("Oceans Eleven", "Mr  Mrs Smith" with its spaces closed).
+- ``shuffle-case``: each letter's case chosen at random ("wHat FiLMs").
+
+Kinds compose with ``+``: ``lower+typo`` is a lower-case question with a typo in its name.
+"""
+from __future__ import annotations
+
+import random
+import re
+import unicodedata
+from typing import Sequence
+
+PERTURBATIONS = ("lower", "typo", "nopunct", "shuffle-case")
+"""The single kinds ``perturb`` knows (compose them with '+')."""
+
+TYPED_MIX = ("lower", "typo", "lower+typo", "nopunct", "shuffle-case")
+"""The kinds training mixes in, one drawn per perturbed question."""
+
+MIN_TYPO_WORD = 5
+"""Letters a word needs before it gets a typo when the topic entity is not known."""
+
+
+def check_kinds(kinds: str | Sequence[str]) -> list[str]:
+    """``kinds`` (a comma list, or a sequence) as a list; a one-line ValueError for an unknown one."""
+    items = [k.strip() for k in (kinds.split(",") if isinstance(kinds, str) else kinds) if k.strip()]
+    for kind in items:
+        for part in kind.split("+"):
+            if part not in PERTURBATIONS:
+                raise ValueError(f"unknown perturbation {part!r}: choose from {', '.join(PERTURBATIONS)} "
+                                 "(combine them with '+', e.g. lower+typo)")
+    if not items:
+        raise ValueError(f"no perturbation given: choose from {', '.join(PERTURBATIONS)}")
+    return list(dict.fromkeys(items))
+
+
+def find_span(text: str, name: str) -> tuple[int, int] | None:
+    """Where ``name`` occurs in ``text`` as whole words, ignoring case and the characters between
+    words; None when it does not."""
+    words = re.findall(r"\w+", name)
+    if not words:
+        return None
+    pattern = r"(?<!\w)" + r"\W+".join(re.escape(w) for w in words) + r"(?!\w)"
+    match = re.search(pattern, text, flags=re.IGNORECASE)
+    return (match.start(), match.end()) if match else None
+
+
+def _typo_span(text: str, names: Sequence[str]) -> tuple[int, int] | None:
+    for name in sorted((n for n in names if n), key=len, reverse=True):
+        span = find_span(text, name)
+        if span is not None:
+            return span
+    words = [m for m in re.finditer(r"[^\W\d_]+", text) if len(m.group()) >= MIN_TYPO_WORD]
+    if not words:
+        return None
+    longest = max(words, key=lambda m: (len(m.group()), -m.start()))
+    return longest.start(), longest.end()
+
+
+def typo(text: str, rng: random.Random, names: Sequence[str] = ()) -> str:
+    """One typo in the first of ``names`` found in ``text`` (else in its longest word): two
+    neighbouring letters swapped, or one dropped."""
+    span = _typo_span(text, names)
+    if span is None:
+        return text
+    start, end = span
+    letters = [i for i in range(start, end) if text[i].isalpha()]
+    if len(letters) < 2:
+        return text
+    swaps = [i for i in letters if i + 1 < end and text[i + 1].isalpha() and text[i].lower() != text[i + 1].lower()]
+    if swaps and rng.random() < 0.5:
+        i = rng.choice(swaps)
+        return text[:i] + text[i + 1] + text[i] + text[i + 2:]
+    i = rng.choice(letters)
+    return text[:i] + text[i + 1:]
+
+
+def no_punctuation(text: str) -> str:
+    """``text`` without punctuation (Unicode category P), spaces closed up."""
+    kept = "".join(" " if unicodedata.category(c).startswith("P") and c not in "'’" else
+                   ("" if c in "'’" else c) for c in text)
+    return " ".join(kept.split())
+
+
+def shuffle_case(text: str, rng: random.Random) -> str:
+    return "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in text)
+
+
+def perturb(text: str, kind: str, rng: random.Random, names: Sequence[str] = ()) -> str:
+    """``text`` perturbed by ``kind`` (one of ``PERTURBATIONS`` or several joined by '+', applied
+    left to right); ``names``: the topic entity's names, where the typo goes."""
+    for part in kind.split("+"):
+        if part == "lower":
+            text = text.lower()
+        elif part == "typo":
+            text = typo(text, rng, names)
+        elif part == "nopunct":
+            text = no_punctuation(text)
+        elif part == "shuffle-case":
+            text = shuffle_case(text, rng)
+        else:
+            raise ValueError(f"unknown perturbation {part!r}: choose from {', '.join(PERTURBATIONS)}")
+    return text
+
+
+def perturb_all(texts: Sequence[str], kind: str, seed: int = 0,
+                names: Sequence[Sequence[str]] | None = None) -> list[str]:
+    """Every text perturbed by ``kind``, each from a random stream seeded by ``seed``, the kind and
+    the text itself: a question is typed the same way whichever sample or order it is in."""
+    out = []
+    for i, text in enumerate(texts):
+        rng = random.Random(f"{seed}:{kind}:{text}")
+        out.append(perturb(text, kind, rng, names[i] if names is not None else ()))
+    return out
+
+
+def typed_variant(text: str, key: str, share: float, seed: int = 0, names: Sequence[str] = ()) -> tuple[str, str]:
+    """The question as training sees it: with probability ``share`` (drawn from ``key``, e.g. the
+    question id, and ``seed``) a ``TYPED_MIX`` perturbation of it, else the text itself.
+    Returns (text, kind), kind '' for the text as written."""
+    rng = random.Random(f"typed:{seed}:{key}")
+    if rng.random() >= share:
+        return text, ""
+    kind = rng.choice(TYPED_MIX)
+    return perturb(text, kind, rng, names), kind

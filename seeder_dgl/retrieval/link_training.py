@@ -1,0 +1,223 @@
+"""Fitting a dataset's entity linker and relation prior on its training questions, together.
+
+Both learn from the same thing: which node a training question is about (its topic) and which
+relations lead from there to its answers. The topic is the one the dataset marks (MetaQA's
+[brackets], a ``topic`` column) or else the candidate whose relation paths explain the answers
+best (``seed_paths``' F1), among the ones the question names best. The steps:
+
+1. each question and a typed variant of it (``loaders.perturb``: lower case, a typo in the
+   topic's name, no punctuation, random case) are embedded and their candidates read from the
+   name index;
+2. the topic and its span in each question are found, and from the spans which words are the
+   question's own rather than names' (``word_rates``);
+3. the relation prior is fitted on the templates (the topic's span masked) of both variants, with
+   the relation paths from the topic as labels;
+4. the linker is fitted on both variants' candidates, with the prior's hop-1 expectations among
+   its features.
+
+So the same linker and prior serve questions as written and as typed.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from loaders.kg import Query
+from loaders.perturb import TYPED_MIX, perturb
+from seeder_dgl.errors import SeederError
+from seeder_dgl.retrieval.linking import (
+    CANDIDATES,
+    EntityLinker,
+    LinkExample,
+    Mentions,
+    add_relation_features,
+    fit_linker,
+    mention_table,
+    question_template,
+    word_rates,
+)
+from seeder_dgl.retrieval.relation_prior import (
+    RelationPrior,
+    answer_mask,
+    fit_relation_prior,
+    path_relations,
+    seed_paths,
+)
+
+PATH_CANDIDATES = 4
+"""Candidates per question whose relation paths are searched when the dataset marks no topic."""
+MIN_LINK_QUESTIONS = 20
+"""Training questions with a known topic needed to fit a linker."""
+
+
+@dataclass
+class LinkingFit:
+    """What ``fit_linking`` fitted, and how."""
+
+    linker: EntityLinker
+    prior: RelationPrior | None
+    stats: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Variant:
+    query: Query
+    text: str
+    kind: str
+    hits: list[dict] = field(default_factory=list)
+    topic: list[int] = field(default_factory=list)
+    topic_span: tuple[int, int] | None = None
+    """Where the question names its topic (the best-matched topic candidate's span)."""
+    mentions: Mentions | None = None
+
+    def gold(self) -> np.ndarray:
+        return np.isin(np.asarray([h["id"] for h in self.mentions.hits], dtype=np.int64), self.topic)
+
+    def span_text(self) -> str | None:
+        return None if self.topic_span is None else self.text[self.topic_span[0]:self.topic_span[1]]
+
+
+def _bars(progress: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    disable=not progress, transient=True)
+
+
+def find_topic(graph, variant: _Variant, hops: int) -> None:
+    """The topic of a question: the node(s) the dataset marks, else the candidates (the
+    ``PATH_CANDIDATES`` best by lexical match) whose relation paths explain the answers best;
+    and its span, where the question names it."""
+    m = mention_table(variant.text, variant.hits, keep=None)
+    ids = [int(h["id"]) for h in m.hits]
+    if variant.query.topic:
+        variant.topic = sorted(int(t) for t in variant.query.topic)
+    elif ids:
+        is_answer = answer_mask(graph.arrays.num_nodes, variant.query.answers)
+        scored: dict[int, float] = {}
+        for node in ids[:PATH_CANDIDATES]:
+            if node not in scored:
+                scored[node] = seed_paths(graph.arrays, node, is_answer, int(is_answer.sum()), hops)[0]
+        best = max(scored.values())
+        if best > 0:
+            variant.topic = sorted(n for n, f1 in scored.items() if f1 >= best - 1e-12)
+    _set_topic_span(variant, m)
+
+
+def _set_topic_span(variant: _Variant, m: Mentions) -> None:
+    """The span of the first (best-matched) candidate that is the topic."""
+    for hit, span in zip(m.hits, m.spans):
+        if int(hit["id"]) in variant.topic and span != (0, 0):
+            variant.topic_span = span
+            return
+
+
+def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], np.ndarray], *, hops: int,
+                require_prior: bool = False, typed: bool = True, max_questions: int = 5000, seed: int = 0,
+                progress: bool = True) -> LinkingFit:
+    """Fit the relation prior for ``hops`` hops and the linker on up to ``max_questions`` of the
+    training ``queries`` and, with ``typed``, a typed variant of each.
+
+    Where too few questions reach an answer from their topic to fit a prior, the linker is fitted
+    without the relation features, unless ``require_prior`` (then a one-line error). ``graph`` is a
+    ``graphstore.backend.MemoryGraph`` exported from the live dataset: candidates come from its name
+    index, relation paths from its arrays. ``encode``: the dataset's encoder for questions and
+    templates (``TextEncoder.encode``). The prior is returned bound to ``encode``, and the linker
+    with it.
+    """
+    queries = [q for q in queries if q.answers]
+    if len(queries) > max_questions:
+        pick = np.sort(np.random.default_rng(seed).choice(len(queries), size=max_questions, replace=False))
+        queries = [queries[i] for i in pick]
+    clean = [_Variant(q, q.text, "") for q in queries]
+    _read_hits(graph, clean, encode, "candidates of the training questions", progress)
+    with _bars(progress) as bars:
+        task = bars.add_task("topics of the training questions", total=len(clean))
+        for v in clean:
+            find_topic(graph, v, hops)
+            bars.advance(task)
+    with_topic = [v for v in clean if v.topic]
+    if len(with_topic) < MIN_LINK_QUESTIONS:
+        raise SeederError(f"only {len(with_topic)} of {len(clean)} training questions have a topic entity whose "
+                          f"relations reach an answer within {hops} hops: too few to learn linking from")
+    variants = list(clean)
+    if typed:
+        typed_variants = []
+        for v in clean:
+            rng = random.Random(f"typed:{seed}:{v.query.id}")
+            kind = rng.choice(TYPED_MIX)
+            span = v.span_text()
+            text = perturb(v.text, kind, rng, [span] if span else ())
+            if text != v.text:
+                typed_variants.append(_Variant(v.query, text, kind, topic=v.topic))
+        _read_hits(graph, typed_variants, encode, "candidates of their typed variants", progress)
+        for v in typed_variants:
+            _set_topic_span(v, mention_table(v.text, v.hits, keep=None))
+        variants += typed_variants
+    rates = word_rates([v.text for v in clean], [v.topic_span for v in clean])
+    for v in variants:
+        v.mentions = mention_table(v.text, v.hits, rates)
+
+    try:
+        prior = _fit_prior(graph, variants, encode, hops, seed, progress)
+    except SeederError:
+        if require_prior:
+            raise
+        prior = None
+    if prior is not None:
+        templates = sorted({v.mentions.template() for v in variants} - {None})
+        table = dict(zip(templates, encode(templates))) if templates else {}
+        for v in variants:
+            template = v.mentions.template()
+            if template is not None:
+                add_relation_features(v.mentions, prior.scores(table[template], hops=1)[0])
+    types = sorted({str(h.get("type")) for v in variants for h in v.hits if h.get("type")})
+    examples = [LinkExample(v.mentions, v.gold()) for v in variants if v.topic]
+    linker = fit_linker(examples, rates, types, seed=seed)
+    found = [bool(v.topic) and bool(v.gold().any()) for v in variants]
+    stats = {"questions": len(clean), "typed_variants": len(variants) - len(clean),
+             "relation_features": prior is not None,
+             "topic_known": len(with_topic),
+             "topic_from": "dataset" if any(q.topic for q in queries) else "answer paths",
+             "topic_in_candidates": round(float(np.mean(found)), 4), "candidates": CANDIDATES}
+    linker.stats.update(stats)
+    return LinkingFit(linker.with_prior(prior), prior, stats)
+
+
+def _read_hits(graph, variants: list[_Variant], encode, what: str, progress: bool) -> None:
+    if not variants:
+        return
+    embeddings = encode([v.text for v in variants])
+    with _bars(progress) as bars:
+        task = bars.add_task(what, total=len(variants))
+        for v, e in zip(variants, embeddings):
+            v.hits = graph.fulltext_hits(v.text, e, CANDIDATES)
+            bars.advance(task)
+
+
+def _fit_prior(graph, variants: list[_Variant], encode, hops: int, seed: int, progress: bool) -> RelationPrior:
+    relation_types = list(graph.info.relation_types)
+    labels_of: dict[int, np.ndarray | None] = {}
+    rows, labels = [], []
+    with _bars(progress) as bars:
+        task = bars.add_task("relation paths of the training questions", total=len(variants))
+        for v in variants:
+            bars.advance(task)
+            if not v.topic or v.topic_span is None:
+                continue
+            qid = int(v.query.id)
+            if qid not in labels_of:
+                labels_of[qid] = path_relations(graph.arrays, v.topic, v.query.answers, hops, len(relation_types))
+            if labels_of[qid] is None:
+                continue
+            rows.append(question_template(v.text, [v.span_text()]))
+            labels.append(labels_of[qid])
+    if len(rows) < 20:
+        raise SeederError(f"only {len(rows)} training questions have an answer within {hops} hops of their topic: "
+                          "too few to learn which relations to follow; use a profile without the relation prior")
+    prior = fit_relation_prior(encode(rows), np.stack(labels), relation_types, seed=seed, input="template")
+    prior.stats.update({"sampled": len(labels_of), "templates": len(rows)})
+    return prior.bind(encode)

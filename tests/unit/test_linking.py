@@ -1,0 +1,153 @@
+"""Entity linking for questions as people type them: the name-index query, spans within a typo,
+features, the hand-set and the learned scorer, and the linker's stored form."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from seeder_dgl.retrieval.linking import (FEATURES, EntityLinker, LinkExample, add_relation_features, allowed_edits,
+                                          fit_linker, fold, link, lucene_query, mention_table, question_template,
+                                          tokenize, word_rates)
+
+F = {name: i for i, name in enumerate(FEATURES)}
+
+
+def hit(i, name, score=1.0, sim=0.0, kind="thing", degrees=None):
+    return {"id": i, "name": name, "text_score": score, "similarity": sim, "type": kind, "degrees": degrees}
+
+
+def test_lucene_query_escapes_neutralises_operators_and_fuzzes_long_words():
+    q = lucene_query('who wrote "C++" (2010) [x] a:b OR NOT && || ! ^ ~ * ? \\ / {y}')
+    assert '"' not in q and "(" not in q and ":" not in q and "\\\\" not in q
+    assert "wrote~1" in q and "2010~1" in q
+    assert " OR " not in q and " NOT " not in q and " or " in q and " not " in q  # stop words: plain, lower case
+    assert lucene_query("  ??? ") == ""
+    words = lucene_query("what films did Mike O'Malley act in").split()
+    assert words == ["what~1", "films~1", "did", "mike~1", "o'malley~1", "act", "in"]
+    assert lucene_query("Schwarzenegger") == "schwarzenegger~2"  # eight letters or more: two edits
+    assert lucene_query("with the movies") == "with the movies~1"  # stop words are never fuzzy
+
+
+def test_folding_and_words():
+    assert fold("Amélie STRASSE Straße") == "amelie strasse strasse"
+    tokens = tokenize("Who wrote Ocean's Eleven, T.J.?")
+    assert [t.norm for t in tokens] == ["who", "wrote", "oceans", "eleven", "t", "j"]
+    assert [t.raw for t in tokens][2] == "Oceans"
+    assert "Ocean's" == "Who wrote Ocean's Eleven, T.J.?"[tokens[2].start:tokens[2].end]
+    assert [allowed_edits(n) for n in (3, 4, 8, 9, 20)] == [0, 1, 1, 2, 2]
+
+
+def test_spans_match_names_whatever_the_case_accents_punctuation_and_a_typo():
+    hits = [hit(1, "Tom Hanks"), hit(2, "tom hanks"), hit(3, "Ocean's Eleven"), hit(4, "Amélie"), hit(5, "Heat"),
+            hit(6, "Unrelated Name")]
+    m = mention_table("what films did tom hnaks and ocenas eleven and amelie star in", hits)
+    by_id = {h["id"]: j for j, h in enumerate(m.hits)}
+    for node, words in ((1, "tom hnaks"), (2, "tom hnaks"), (3, "ocenas eleven"), (4, "amelie")):
+        j = by_id[node]
+        assert m.span_text(j) == words and m.features[j, F["match"]] == 1
+        assert m.features[j, F["edits"]] == (0 if node == 4 else 1)  # 'ocenas': one transposition
+    assert m.spans[by_id[5]] == (0, 0) and m.features[by_id[5], F["match"]] == 0  # 'Heat' is not in it
+    assert m.spans[by_id[6]] == (0, 0)
+    # Two nodes with the same name: ambiguity; the one whose case the question shares: cased.
+    m = mention_table("what films did Tom Hanks star in", hits[:2])
+    assert m.features[:, F["ambiguity"]].tolist() == [pytest.approx(np.log(2))] * 2
+    cased = {h["id"]: m.features[j, F["cased"]] for j, h in enumerate(m.hits)}
+    assert cased == {1: 1.0, 2: 0.0}
+    assert m.features[0, F["question_cased"]] == 1.0
+    assert mention_table("what films did tom hanks star in", hits[:2]).features[0, F["question_cased"]] == 0.0
+    # A name of three letters gets no typo ('Ran' is not 'Rat'); one of four gets one ('Heat', 'heta').
+    assert mention_table("who directed rat", [hit(5, "Ran")]).features[0, F["match"]] == 0
+    assert mention_table("who directed heta", [hit(5, "Heat")]).features[0, F["match"]] == 1
+
+
+def test_candidates_come_in_lexical_order_and_are_cut():
+    hits = [hit(i, f"Zed{i}", score=float(i)) for i in range(40)] + [hit(99, "The Lord of the Rings", 0.1),
+                                                                      hit(98, "Rings", 0.2)]
+    m = mention_table("who directed the lord of the rings", hits, keep=10)
+    assert len(m) == 10
+    assert [h["id"] for h in m.hits[:2]] == [99, 98]  # full matches first, the longer name first
+    assert m.features[1, F["inside_other"]] == 1 and m.features[0, F["longest"]] == 1
+    assert m.template() == "who directed x"
+    assert [h["id"] for h in m.hits[2:4]] == [39, 38]  # then by Lucene score
+
+
+def test_relation_features_compare_a_candidates_relations_with_the_priors_expectation():
+    hits = [hit(1, "Tom Hanks", kind="person", degrees=[0, 5, 0]), hit(2, "tom hanks", kind="tag", degrees=[0, 0, 9])]
+    m = mention_table("what films did tom hanks star in", hits)
+    add_relation_features(m, np.asarray([0.05, 0.9, 0.05]))
+    fit = {h["id"]: m.features[j, F["relation_fit"]] for j, h in enumerate(m.hits)}
+    assert fit[1] == pytest.approx(0.9) and fit[2] == pytest.approx(0.05)
+    assert (m.features[:, F["relation_known"]] == 1).all()
+
+
+def test_the_hand_set_linker_takes_the_full_long_match_and_keeps_close_ones():
+    hits = [hit(7, "love", 3.0, 0.1), hit(5, "Love Actually", 2.0, 0.4), hit(9, "Unrelated", 1.0, 0.2)]
+    found = link("who starred in love actualy", hits, 1)
+    assert found.ids(found.chosen) == [5] and found.names(found.chosen) == ["love actualy"]
+    assert found.ids(found.order)[0] == 5
+    three = link("who starred in love actualy", hits, 3)
+    assert three.ids(three.chosen)[0] == 5 and len(three.chosen) == 3
+    assert link("???", [], 1).chosen == []
+
+
+def _examples(rng, n):
+    """Questions naming one of two nodes of the same name, a person and a tag; the topic is the one
+    whose relations the question's template asks for (the relation features tell them apart)."""
+    out = []
+    for i in range(n):
+        wants_tag = bool(i % 2)
+        hits = [hit(10 * i, f"Name{i} Surname", kind="person", degrees=[4, 0], sim=float(rng.random())),
+                hit(10 * i + 1, f"name{i} surname", kind="tag", degrees=[0, 7], sim=float(rng.random())),
+                hit(10 * i + 2, "films", kind="tag", degrees=[0, 3], sim=float(rng.random()))]
+        question = f"which films are about name{i} surname" if wants_tag else f"what films did name{i} surname act in"
+        m = mention_table(question, hits)
+        add_relation_features(m, np.asarray([0.1, 0.9]) if wants_tag else np.asarray([0.9, 0.1]))
+        gold = np.asarray([h["id"] == 10 * i + int(wants_tag) for h in m.hits])
+        out.append(LinkExample(m, gold))
+    return out
+
+
+def test_a_fitted_linker_learns_what_the_features_say_and_is_stored_exactly():
+    rng = np.random.default_rng(0)
+    train, test = _examples(rng, 200), _examples(rng, 60)
+    rates = word_rates(["what films did name1 surname act in", "which films are about name2 surname"],
+                       [(15, 28), (22, 35)])
+    assert rates["films"] > 0.4 and "name1" not in rates
+    linker = fit_linker(train, rates, ["person", "tag"], steps=200, seed=0)
+    right = [bool(e.gold[linker.choose(e.mentions, 1)[0]]) for e in test]
+    assert np.mean(right) == 1.0
+    assert linker.stats["train_top1"] == 1.0 and linker.stats["fitted"]
+    again = fit_linker(train, rates, ["person", "tag"], steps=200, seed=0)  # deterministic
+    np.testing.assert_array_equal(again.out_weight, linker.out_weight)
+    back = EntityLinker.from_json(linker.to_json())
+    for e in test[:10]:
+        np.testing.assert_allclose(back.logits(e.mentions), linker.logits(e.mentions), atol=1e-12)
+    assert back.fingerprint == linker.fingerprint
+    # A damaged or foreign record is refused with a reason.
+    raw = json.loads(linker.to_json())
+    raw["features"] = raw["features"][:-1]
+    with pytest.raises(ValueError, match="other features"):
+        EntityLinker.from_json(json.dumps(raw))
+    raw = json.loads(linker.to_json())
+    raw["hidden_bias"] = [0.0]
+    with pytest.raises(ValueError, match="hidden layer"):
+        EntityLinker.from_json(json.dumps(raw))
+
+
+def test_close_candidates_are_kept_as_seeds_up_to_the_limit():
+    m = mention_table("films by tom hanks", [hit(1, "Tom Hanks"), hit(2, "tom hanks"), hit(3, "Tom Hanks")])
+    size = len(FEATURES)
+    flat = EntityLinker(np.zeros(size), np.ones(size), np.zeros(size), 0.0)  # every candidate equally likely
+    assert sorted(m.hits[j]["id"] for j in flat.choose(m, 1)) == [1, 2, 3]
+    from dataclasses import replace
+
+    assert len(replace(flat, max_seeds=2).choose(m, 1)) == 2
+    assert len(replace(flat, keep_ratio=1.5).choose(m, 1)) == 1  # nothing is within a ratio above 1
+    assert len(replace(flat, keep_ratio=1.5).choose(m, 2)) == 2  # but k is always met
+
+
+def test_templates_are_the_same_whatever_the_case():
+    assert question_template("WHAT Films did Tom HANKS star in", ["tom hanks"]) == \
+        question_template("what films did tom hanks star in", ["Tom Hanks"]) == "what films did x star in"

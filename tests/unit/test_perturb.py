@@ -1,0 +1,72 @@
+"""Questions as people type them: each perturbation, its determinism and its one-line errors."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from loaders.perturb import (PERTURBATIONS, check_kinds, find_span, no_punctuation, perturb, perturb_all,
+                             typed_variant, typo)
+
+
+def test_lower_and_shuffle_case_change_only_letter_case():
+    text = "What films did Tom Hanks star in?"
+    assert perturb(text, "lower", random.Random(0)) == "what films did tom hanks star in?"
+    shuffled = perturb(text, "shuffle-case", random.Random(0))
+    assert shuffled != text and shuffled.lower() == text.lower()
+
+
+def test_a_typo_goes_into_the_topic_and_changes_one_letter():
+    text = "what films did Tom Hanks star in"
+    for seed in range(40):
+        typed = typo(text, random.Random(seed), ["Tom Hanks"])
+        start = text.index("Tom Hanks")
+        assert typed[:start] == text[:start] and typed.endswith(" star in")  # only the name changes
+        name = typed[start:len(typed) - len(" star in")]
+        assert name != "Tom Hanks"
+        if len(name) == len("Tom Hanks"):  # swapped: the same letters, two neighbours exchanged
+            assert sorted(name) == sorted("Tom Hanks")
+            diff = [i for i, (a, b) in enumerate(zip(name, "Tom Hanks")) if a != b]
+            assert len(diff) == 2 and diff[1] == diff[0] + 1
+        else:  # dropped: one letter fewer, the rest in order
+            assert len(name) == len("Tom Hanks") - 1
+            assert any(name == "Tom Hanks"[:i] + "Tom Hanks"[i + 1:] for i in range(9))
+
+
+def test_a_typo_finds_the_topic_in_any_case_and_else_the_longest_word():
+    assert find_span("who directed the matrix", "The Matrix") == (13, 23)
+    assert find_span("who directed it", "The Matrix") is None
+    typed = typo("who directed the matrix", random.Random(1), ["The Matrix"])
+    assert typed.startswith("who directed ") and typed != "who directed the matrix"
+    # No topic given: the longest word of five letters or more.
+    typed = typo("who wrote Wuthering Heights", random.Random(2))
+    assert typed.startswith("who wrote ") and typed.endswith(" Heights") and typed != "who wrote Wuthering Heights"
+    assert typo("who is he", random.Random(0)) == "who is he"  # nothing long enough: unchanged
+
+
+def test_no_punctuation_drops_apostrophes_inside_words_and_closes_spaces():
+    assert no_punctuation("who wrote Ocean's Eleven?") == "who wrote Oceans Eleven"
+    assert no_punctuation("films by T.J. Scott, and Mr. & Mrs. Smith!") == "films by T J Scott and Mr Mrs Smith"
+
+
+def test_kinds_compose_are_checked_and_are_deterministic():
+    assert check_kinds("lower, typo,lower+typo,lower") == ["lower", "typo", "lower+typo"]
+    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case"}
+    for bad in ("upper", "lower+caps", ""):
+        with pytest.raises(ValueError):
+            check_kinds(bad)
+    texts = ["what films did Tom Hanks star in", "who directed The Matrix"]
+    names = [["Tom Hanks"], ["The Matrix"]]
+    once = perturb_all(texts, "lower+typo", seed=3, names=names)
+    assert once == perturb_all(texts, "lower+typo", seed=3, names=names)
+    assert once == perturb_all(texts[::-1], "lower+typo", seed=3, names=names[::-1])[::-1]  # not order-bound
+    assert all(t == t.lower() for t in once)
+
+
+def test_typed_variant_types_a_share_of_questions_by_their_key():
+    texts = [f"what films did Actor Number{i} star in" for i in range(400)]
+    typed = [typed_variant(t, str(i), 0.5, names=[f"Actor Number{i}"]) for i, t in enumerate(texts)]
+    share = sum(1 for t, kind in typed if kind) / len(typed)
+    assert 0.4 < share < 0.6
+    assert typed == [typed_variant(t, str(i), 0.5, names=[f"Actor Number{i}"]) for i, t in enumerate(texts)]
+    assert all(typed_variant(t, str(i), 0.0) == (t, "") for i, t in enumerate(texts[:20]))
