@@ -45,7 +45,8 @@ def time_stages(retriever, question: str, before: bool = False) -> list[float]:
     ticks = [time.perf_counter()]
     emb = retriever.encoder.encode_queries([question])[0]
     ticks.append(time.perf_counter())
-    seeds, names = seed_linked(graph, question, emb, settings.seeds, settings.seeding, exact=settings.exact_seeds)
+    seeds, names = seed_linked(graph, question, emb, settings.seeds, settings.seeding, exact=settings.exact_seeds,
+                               linker=settings.linker)
     ticks.append(time.perf_counter())
     scores = settings.relation_scores(emb, question, names)
     ticks.append(time.perf_counter())

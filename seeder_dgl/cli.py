@@ -525,7 +525,7 @@ def _linking(driver, graph, ds, qa, encoder, settings, refit: bool):
     console.print(f"entity linker (the dataset record's, fitted on {linker.stats.get('questions', '?')} training "
                   f"questions and {linker.stats.get('typed_variants', 0)} typed variants; topic among its "
                   f"candidates for {linker.stats.get('topic_in_candidates', 0):.3f})"
-                  + (f"; relation prior: K-hop follows it" if settings.relation_prior is not None else ""))
+                  + ("; relation prior: K-hop follows it" if settings.relation_prior is not None else ""))
     return settings
 
 

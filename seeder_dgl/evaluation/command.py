@@ -313,10 +313,11 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     explicit = set(plan.names) if methods else ({SEEDER} if checkpoint else set())
 
     with open_driver() as driver:
-        graph, query_emb, export = _load_graph(driver, ds, queries, settings, progress, console)
+        graph, query_emb, export = _load_graph(driver, ds, queries, progress, console)
         # SeedER's policy learned on subgraphs grown with the profile's prior: then it must be there.
         settings = with_relation_prior(settings, graph, ds.retrieval.relation_prior,
                                        required=any(n.startswith(SEEDER) for n in plan.names))
+        _link_names(graph, settings, queries, query_emb, progress)
         info = graph.info
         policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit)
         _notes(console, skipped)
@@ -376,8 +377,7 @@ def _add_typed(result: EvalResult, kinds: list[str], graph: MemoryGraph, chosen:
         variant = typed.typed_queries(queries, kind, names)
         with console.status(f"Questions typed as {kind}: embedding {len(variant):,}..."):
             emb = encoder.encode([q.text for q in variant], show_progress=False)
-        if settings.seeding != "dense":
-            graph.link_names([q.text for q in variant], emb, progress=progress)
+        _link_names(graph, settings, variant, emb, progress)
         found = evaluate(chosen, variant, emb, k, depth=depth, info=method_info, on_error="record",
                          progress=progress, meta={"perturbation": kind})
         table[kind] = typed.summarise(found)
@@ -415,13 +415,10 @@ def _eval_settings(dataset: str, profile: str | None, k: int, depth: int | None
     return ds, RetrievalSettings(seeds=defaults.seeds, budgets=tuple(defaults.budgets), seeding=defaults.seeding)
 
 
-def _load_graph(driver, ds: DatasetContext, queries: Sequence[Query], settings: RetrievalSettings, progress: bool,
+def _load_graph(driver, ds: DatasetContext, queries: Sequence[Query], progress: bool,
                 console) -> tuple[MemoryGraph, np.ndarray, object]:
     """The dataset's export (cached per dataset version) as the graph every method runs on, the
-    questions embedded with the dataset's own encoder, and the export itself.
-
-    Full-text or hybrid seeding reads each question's names from Neo4j here, once for all methods.
-    """
+    questions embedded with the dataset's own encoder, and the export itself."""
     from seeder_dgl.embeddings import dataset_encoder
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
@@ -432,10 +429,17 @@ def _load_graph(driver, ds: DatasetContext, queries: Sequence[Query], settings: 
     with console.status(f"Embedding {len(queries):,} questions with {live.info.model}..."):
         query_emb = encoder.encode([q.text for q in queries], show_progress=False)
     export = export_graph(driver, ds.name, ds.export_dir, progress=progress)
-    graph = MemoryGraph.from_export(export, live)
+    return MemoryGraph.from_export(export, live), query_emb, export
+
+
+def _link_names(graph: MemoryGraph, settings: RetrievalSettings, queries: Sequence[Query], query_emb: np.ndarray,
+                progress: bool) -> None:
+    """Full-text or hybrid seeding: each question's candidates read from Neo4j now, once for all methods."""
     if settings.seeding != "dense":
-        graph.link_names([q.text for q in queries], query_emb, progress=progress)
-    return graph, query_emb, export
+        from seeder_dgl.retrieval.linking import EntityLinker
+
+        words = (settings.linker or EntityLinker.default()).name_query
+        graph.link_names([q.text for q in queries], query_emb, words=words, progress=progress)
 
 
 def _graph_size(graph: MemoryGraph, export) -> dict:

@@ -24,7 +24,7 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
 from seeder_dgl.graphstore.seeding import seed_linked
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, induced_edges, khop_select
-from seeder_dgl.retrieval.linking import CANDIDATES, EntityLinker
+from seeder_dgl.retrieval.linking import CANDIDATES, EntityLinker, NameQuery
 from seeder_dgl.retrieval.relation_prior import RelationPrior
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -41,8 +41,10 @@ class GraphBackend(Protocol):
     def dense_seeds(self, embedding: np.ndarray, k: int, exact: bool = False) -> Seeds:
         """The ``k`` nodes most similar to the question embedding."""
 
-    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = CANDIDATES) -> list[dict]:
-        """Nodes whose names match the question's words: dicts with id, name, text_score, similarity."""
+    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = CANDIDATES,
+                      words: NameQuery = NameQuery()) -> list[dict]:
+        """Nodes whose names match the question's words, within a typo (as ``words`` puts them):
+        dicts with id, name, text_score, similarity, type and degrees (per relation type)."""
 
     def khop_filter(self, embedding: np.ndarray, seeds: Seeds, budgets: list[int],
                     relation_scores: np.ndarray | None = None, with_features: bool = False) -> QuerySubgraph:
@@ -201,7 +203,7 @@ class MemoryGraph:
     live: object | None = None
     """The LiveGraph this was exported from: its full-text index serves text seeding."""
     _linked: dict = field(default_factory=dict, init=False, repr=False)
-    """(question, candidates) -> (embedding, full-text hits) read by ``link_names``."""
+    """(question, candidates, NameQuery) -> (embedding, full-text hits) read by ``link_names``."""
 
     @classmethod
     def from_export(cls, export, live=None) -> "MemoryGraph":
@@ -225,16 +227,18 @@ class MemoryGraph:
         ids, sims = dense_topk(self.node_emb, embedding, k)
         return list(zip(ids.tolist(), sims.tolist()))
 
-    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = CANDIDATES) -> list[dict]:
-        found = self._linked.get((question, int(candidates)))
+    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = CANDIDATES,
+                      words: NameQuery = NameQuery()) -> list[dict]:
+        found = self._linked.get((question, int(candidates), words))
         if found is not None and np.array_equal(found[0], embedding):
             return found[1]
         if self.live is None:
             raise SeederError("full-text seeding needs the live graph's name index: "
                               "build the in-memory graph with MemoryGraph.from_export(export, live)")
-        return self.live.fulltext_hits(question, embedding, candidates)
+        return self.live.fulltext_hits(question, embedding, candidates, words)
 
     def link_names(self, questions: Sequence[str], embeddings: np.ndarray, candidates: int = CANDIDATES,
+                   words: NameQuery = NameQuery(),
                    progress: bool = False) -> None:
         """Read the full-text hits of every question from the live name index now, and keep them.
 
@@ -247,8 +251,8 @@ class MemoryGraph:
 
         for question, embedding in tqdm(list(zip(questions, embeddings)), desc="full-text names in Neo4j",
                                         disable=not progress, unit="q"):
-            hits = self.fulltext_hits(question, embedding, candidates)
-            self._linked[(question, int(candidates))] = (np.array(embedding, copy=True), hits)
+            hits = self.fulltext_hits(question, embedding, candidates, words)
+            self._linked[(question, int(candidates), words)] = (np.array(embedding, copy=True), hits)
 
     def khop_filter(self, embedding: np.ndarray, seeds: Seeds, budgets: Sequence[int],
                     relation_scores: np.ndarray | None = None, query_id: int = -1,

@@ -24,14 +24,23 @@ class Fragment(str):
     one kind of value besides an identifier that ``query`` puts into a slot."""
 
 
+MAX_COUNTED_TYPES = 32
+"""Up to this many relationship types, ``degree_counts`` counts each; past it, it lists the types."""
+
+
 def degree_counts(variable: str, types) -> Fragment:
-    """``[COUNT { (v)-[:`A`]-() }, ...]``: how many relationships of each of ``types`` the node
-    ``variable`` has, either direction, in ``types`` order. Neo4j answers each from the node's
-    degree store (no relationship is read), so a hub costs what a leaf does. Every type is checked
-    with ``is_identifier`` before it is written in."""
+    """The relationships of the node ``variable`` by type, either direction.
+
+    Up to ``MAX_COUNTED_TYPES`` types: ``[COUNT { (v)-[:`A`]-() }, ...]``, one count per type in
+    ``types`` order, each answered from the node's degree store (no relationship is read), so a hub
+    costs what a leaf does. Past that (a graph of hundreds of relation types), the counts would
+    cost more than the node's relationships: ``COLLECT { ... RETURN DISTINCT type(r) }``, the names
+    of the types it has. Every type is checked with ``is_identifier`` before it is written in."""
     for name in (variable, *types):
         if not isinstance(name, str) or not is_identifier(name):
             raise CypherTemplateError(f"{name!r} is not a safe Cypher identifier")
+    if len(types) > MAX_COUNTED_TYPES:
+        return Fragment(f"COLLECT {{ MATCH ({variable})-[r]-() RETURN DISTINCT type(r) }}")
     return Fragment("[" + ", ".join(f"COUNT {{ ({variable})-[:`{t}`]-() }}" for t in types) + "]")
 
 

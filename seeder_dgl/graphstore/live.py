@@ -22,7 +22,7 @@ from seeder_dgl.graphstore.cypher import degree_counts, query, quiet
 from seeder_dgl.graphstore.procedures import khop_engine, khop_setting
 from seeder_dgl.graphstore.schema import StoreSchema
 from seeder_dgl.graphstore.sketch import query_sketch
-from seeder_dgl.retrieval.linking import CANDIDATES, lucene_query
+from seeder_dgl.retrieval.linking import CANDIDATES, NameQuery
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 
@@ -427,18 +427,31 @@ class LiveGraph:
         return [(int(t["sources"][i]), t["source_names"][i], t["relations"][i].lower(), int(t["targets"][i]),
                  t["target_names"][i]) for i in order]
 
-    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = CANDIDATES) -> list[dict]:
-        """Nodes whose names match the question's words, within a typo (``retrieval.linking.lucene_query``):
-        id, name, Lucene score, cos(q, v), type, and relationships per relation type (``info.relation_types``)."""
-        lucene = lucene_query(question)
+    def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = CANDIDATES,
+                      words: NameQuery = NameQuery()) -> list[dict]:
+        """Nodes whose names match the question's words, within a typo (as ``words`` puts them,
+        ``retrieval.linking.NameQuery``): id, name, Lucene score, cos(q, v), type, and
+        relationships per relation type (``info.relation_types``)."""
+        lucene = words.lucene(question)
         if not lucene:
             return []
         hits = self._lists("seeding/fulltext", "full-text seeding", index=f"{self.label}_name", lucene=lucene,
                            candidates=int(candidates), embedding=self.query_vector(embedding))
         return [{"id": int(i), "name": name, "text_score": float(text), "similarity": float(sim), "type": kind,
-                 "degrees": degrees}
+                 "degrees": self._degrees(degrees)}
                 for i, name, text, sim, kind, degrees in zip(hits["ids"], hits["names"], hits["text_scores"],
                                                             hits["similarities"], hits["types"], hits["degrees"])]
+
+    def _degrees(self, found: list) -> list[int]:
+        """One count per relation type (``info.relation_types``) from what ``degree_counts`` read:
+        the counts themselves, or the names of the types a node has (1 each)."""
+        if not found or not isinstance(found[0], str):
+            return list(found)
+        out = [0] * len(self._relation_id)
+        for name in found:
+            if name in self._relation_id:
+                out[self._relation_id[name]] = 1
+        return out
 
     # ---- neighbourhoods for PPR, PCST and beam (graphstore.neighbourhood) ------------------------
     def ego_graph(self, embedding: np.ndarray, seeds: list[tuple[int, float]], hops: int = 2,

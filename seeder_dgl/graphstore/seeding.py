@@ -54,7 +54,8 @@ def seed_linked(graph, question: str, embedding: np.ndarray, k: int, mode: str =
         return [], []
     if mode == "dense":
         return graph.dense_seeds(embedding, k, exact=exact), []
-    found = link(question, graph.fulltext_hits(question, embedding, candidates), k, linker)
+    linker = linker or EntityLinker.default()
+    found = link(question, graph.fulltext_hits(question, embedding, candidates, linker.name_query), k, linker)
     sims = {int(h["id"]): float(h["similarity"]) for h in found.mentions.hits}
     if mode == "fulltext":
         seeds = [(i, sims[i]) for i in found.ids(found.chosen)]

@@ -31,8 +31,10 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.retrieval.linking import (
     CANDIDATES,
     EntityLinker,
+    JOINED_NAME,
     LinkExample,
     Mentions,
+    NameQuery,
     add_relation_features,
     fit_linker,
     mention_table,
@@ -143,21 +145,25 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     if len(with_topic) < MIN_LINK_QUESTIONS:
         raise SeederError(f"only {len(with_topic)} of {len(clean)} training questions have a topic entity whose "
                           f"relations reach an answer within {hops} hops: too few to learn linking from")
+    # Which words are the questions' own: then the candidates as retrieval reads them, those
+    # words asked of the name index exactly (EntityLinker.plain_words).
+    rates = word_rates([v.text for v in clean], [v.topic_span for v in clean])
+    names = [str(h.get("name") or "") for v in clean for h in v.hits]
+    joined = round(sum(1 for n in names if JOINED_NAME.search(n)) / max(len(names), 1), 4)
+    words = EntityLinker(np.zeros(0), np.ones(0), np.zeros(0), 0.0, word_rates=rates,
+                         stats={"joined_names": joined}).name_query
     variants = list(clean)
     if typed:
-        typed_variants = []
         for v in clean:
             rng = random.Random(f"typed:{seed}:{v.query.id}")
             kind = rng.choice(TYPED_MIX)
             span = v.span_text()
             text = perturb(v.text, kind, rng, [span] if span else ())
             if text != v.text:
-                typed_variants.append(_Variant(v.query, text, kind, topic=v.topic))
-        _read_hits(graph, typed_variants, encode, "candidates of their typed variants", progress)
-        for v in typed_variants:
-            _set_topic_span(v, mention_table(v.text, v.hits, keep=None))
-        variants += typed_variants
-    rates = word_rates([v.text for v in clean], [v.topic_span for v in clean])
+                variants.append(_Variant(v.query, text, kind, topic=v.topic))
+    _read_hits(graph, variants, encode, "candidates as retrieval reads them", progress, words)
+    for v in variants[len(clean):]:
+        _set_topic_span(v, mention_table(v.text, v.hits, keep=None))
     for v in variants:
         v.mentions = mention_table(v.text, v.hits, rates)
 
@@ -178,7 +184,7 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     examples = [LinkExample(v.mentions, v.gold()) for v in variants if v.topic]
     linker = fit_linker(examples, rates, types, seed=seed)
     found = [bool(v.topic) and bool(v.gold().any()) for v in variants]
-    stats = {"questions": len(clean), "typed_variants": len(variants) - len(clean),
+    stats = {"questions": len(clean), "typed_variants": len(variants) - len(clean), "joined_names": joined,
              "relation_features": prior is not None,
              "topic_known": len(with_topic),
              "topic_from": "dataset" if any(q.topic for q in queries) else "answer paths",
@@ -187,14 +193,15 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     return LinkingFit(linker.with_prior(prior), prior, stats)
 
 
-def _read_hits(graph, variants: list[_Variant], encode, what: str, progress: bool) -> None:
+def _read_hits(graph, variants: list[_Variant], encode, what: str, progress: bool,
+               words: NameQuery = NameQuery()) -> None:
     if not variants:
         return
     embeddings = encode([v.text for v in variants])
     with _bars(progress) as bars:
         task = bars.add_task(what, total=len(variants))
         for v, e in zip(variants, embeddings):
-            v.hits = graph.fulltext_hits(v.text, e, CANDIDATES)
+            v.hits = graph.fulltext_hits(v.text, e, CANDIDATES, words)
             bars.advance(task)
 
 

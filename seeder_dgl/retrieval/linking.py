@@ -32,7 +32,7 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -52,6 +52,13 @@ MIN_TWO_EDITS = 9
 """... and of this length, within two."""
 CANDIDATES = 100
 """Full-text hits a question's linking scores."""
+JOINED_NAME = re.compile(r"[^\W_]_[^\W_]")
+"""Two words of a name joined by '_' ('New_York')."""
+JOINED_SHARE = 0.1
+"""Share of names written with '_' between words above which questions are also asked joined."""
+PLAIN_RATE = 0.9
+"""A word found outside the topic's name in this share of the training questions that use it is
+sent to the name index exactly (``lucene_query``)."""
 # Lucene's English stop words (the 'standard' analyzer drops them from names): sent as plain
 # terms, never fuzzy ("with~1" would match 'wish' and 'witt').
 STOP_WORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their "
@@ -88,23 +95,62 @@ def allowed_edits(length: int) -> int:
     return 0 if length < MIN_FUZZY_NAME else (1 if length < MIN_TWO_EDITS else 2)
 
 
-def lucene_query(question: str) -> str:
-    """The name-index query for ``question``: an OR of its words, each escaped, those of
-    ``FUZZY_TERM`` letters or more (not stop words) fuzzy; '' when nothing searchable remains.
+_CHUNK = re.compile(r"\w(?:[\w'.]*\w)?")
+"""A word as Lucene's standard tokenizer keeps it: underscores, inner periods and apostrophes inside
+('Virginia_gubernatorial_election', 'T.J', "O'Malley"), so a name written that way is one term."""
+JOINED_WORDS = 4
+"""Longest run of question words joined with '_' into one term (``NameQuery.joined``)."""
 
-    Words are sent in lower case: the analyzer lower-cases anyway, and AND / OR / NOT in a
-    question must not become Lucene operators.
-    """
-    terms = []
-    for m in list(_TOKEN.finditer(question))[:MAX_TERMS]:
-        word = m.group().lower()
-        escaped = _LUCENE_SPECIAL.sub(r"\\\1", word)
-        letters = len(word.translate(_APOSTROPHES))
-        if word in STOP_WORDS or letters < FUZZY_TERM:
-            terms.append(escaped)
-        else:
-            terms.append(f"{escaped}~{1 if letters < FUZZY_TERM_TWO else 2}")
-    return " ".join(terms)
+
+def _term(word: str, plain: frozenset[str]) -> str:
+    escaped = _LUCENE_SPECIAL.sub(r"\\\1", word)
+    letters = len(word.translate(_APOSTROPHES))
+    if word in STOP_WORDS or letters < FUZZY_TERM or fold(word.translate(_APOSTROPHES)) in plain:
+        return escaped
+    return f"{escaped}~{1 if letters < FUZZY_TERM_TWO else 2}"
+
+
+@dataclass(frozen=True)
+class NameQuery:
+    """How a dataset's questions are put to its name index (``lucene``)."""
+
+    plain: frozenset[str] = frozenset()
+    """Words asked exactly, never within a typo: the words a dataset's questions use rather than
+    its names (``EntityLinker.plain_words``). Fuzzy, 'films' would bring every 'Film', 'Fils' and
+    'Flims' along, and cost a third of the query."""
+    joined: bool = False
+    """Also ask runs of 2 to ``JOINED_WORDS`` question words joined with '_': the index keeps a name
+    like 'Virginia_gubernatorial_election' as one term, which a question typed with spaces reaches
+    only so (set for datasets whose names are written that way, ``EntityLinker.joined_names``)."""
+
+    def lucene(self, question: str) -> str:
+        """An OR of the question's words, each escaped, those of ``FUZZY_TERM`` letters or more fuzzy
+        unless stop words or ``plain``; then each word as the index's tokenizer keeps it where that
+        differs ('t.j', 'virginia_gubernatorial_election'); then, with ``joined``, runs of words
+        joined by '_'. '' when nothing searchable remains.
+
+        Words are sent in lower case: the analyzer lower-cases anyway, and AND / OR / NOT in a
+        question must not become Lucene operators.
+        """
+        words = [m.group().lower() for m in list(_TOKEN.finditer(question))[:MAX_TERMS]]
+        terms = [_term(w, self.plain) for w in words]
+        seen = set(words)
+        for m in list(_CHUNK.finditer(question))[:MAX_TERMS]:
+            chunk = m.group().lower()
+            if chunk not in seen:
+                seen.add(chunk)
+                terms.append(_term(chunk, self.plain))
+        if self.joined:
+            for i in range(len(words)):
+                for size in range(2, JOINED_WORDS + 1):
+                    if i + size <= len(words):
+                        terms.append(_term("_".join(words[i:i + size]), frozenset()))
+        return " ".join(terms)
+
+
+def lucene_query(question: str, plain: frozenset[str] = frozenset()) -> str:
+    """``NameQuery(plain).lucene(question)``: the name-index query of a question."""
+    return NameQuery(frozenset(plain)).lucene(question)
 
 
 @dataclass(frozen=True)
@@ -150,14 +196,13 @@ FEATURES = ("match", "edits", "edit_rate", "exact", "cased", "name_upper", "ques
             "relation_known")
 """Per-candidate features, in column order (node types follow as one-hot columns)."""
 _F = {name: i for i, name in enumerate(FEATURES)}
-RELATION_FEATURES = ("relation_fit", "relation_max", "relation_known")
 
 
 @dataclass
 class Mentions:
     """The candidates of one question: full-text hits with the question span each name matches
     best, and their features (the relation features are filled by ``add_relation_features``),
-    in ``lexical_order``, cut to the ``SCORED`` best."""
+    in lexical order, cut to the ``SCORED`` best (``mention_table``)."""
 
     question: str
     hits: list[dict]
@@ -348,6 +393,23 @@ class EntityLinker:
     """The dataset's relation prior, bound to its encoder, for the relation features (set when the
     linker is loaded, ``with_prior``; not stored with the linker)."""
 
+    @cached_property
+    def plain_words(self) -> frozenset[str]:
+        """Words the dataset's questions use rather than its names (``word_rates`` of at least
+        ``PLAIN_RATE``): the name index is asked for them exactly, not within a typo."""
+        return frozenset(w for w, rate in self.word_rates.items() if rate >= PLAIN_RATE)
+
+    @property
+    def joined_names(self) -> bool:
+        """The dataset's names join their words with '_' (a share of the training candidates' names
+        of at least ``JOINED_SHARE``): questions are also asked as joined runs of words."""
+        return float(self.stats.get("joined_names", 0.0)) >= JOINED_SHARE
+
+    @property
+    def name_query(self) -> NameQuery:
+        """How this dataset's questions are put to its name index."""
+        return NameQuery(self.plain_words, self.joined_names)
+
     @property
     def relation_features(self) -> bool:
         """Fitted with the relation prior's expectations among its features (then it needs the prior)."""
@@ -362,10 +424,6 @@ class EntityLinker:
         weight = np.asarray([_DEFAULT_WEIGHTS.get(name, 0.0) for name in FEATURES])
         size = len(FEATURES)
         return cls(np.zeros(size), np.ones(size), weight, 0.0, stats={"fitted": False})
-
-    @property
-    def fitted(self) -> bool:
-        return bool(self.stats.get("fitted", True))
 
     def inputs(self, mentions: Mentions) -> np.ndarray:
         """[C, F]: the features with the type columns, standardised."""
@@ -585,10 +643,3 @@ def fit_linker(examples: Sequence[LinkExample], rates: dict[str, float], type_na
     return EntityLinker(mean, scale, w2.detach().numpy().copy(), float(b2.detach()), list(type_names), dict(rates),
                         w1.detach().numpy().copy() if hidden else None, b1.detach().numpy().copy() if hidden else None,
                         max_seeds, keep_ratio, stats)
-
-
-def with_keep(linker: EntityLinker, keep_ratio: float, max_seeds: int | None = None) -> EntityLinker:
-    """``linker`` keeping candidates within ``keep_ratio`` of the best (and at most ``max_seeds``)."""
-    return replace(linker, keep_ratio=float(keep_ratio), max_seeds=linker.max_seeds if max_seeds is None else max_seeds)
-
-

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from seeder_dgl.retrieval.linking import PLACEHOLDER, question_template  # noqa: F401  (re-exported)
+from seeder_dgl.retrieval.linking import question_template
 from seeder_dgl.retrieval.memory import GraphArrays
 
 UNREACHED = np.iinfo(np.int16).max

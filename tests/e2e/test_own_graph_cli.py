@@ -41,8 +41,14 @@ def test_triples_folder_to_a_trained_retriever_and_back_out(own_env, neo4j_drive
         assert label == f"KG_{name}" and record["node_type_names"] == ["entity"]
 
         _ok("extract", name)  # chooses the retrieval settings first
-        tuned = json.loads(_record(neo4j_driver, name)["retrieval"])
+        record = _record(neo4j_driver, name)
+        tuned = json.loads(record["retrieval"])
         assert tuned["seeding"] in ("dense", "fulltext", "hybrid") and tuned["subgraph_hit_any"] > 0.9
+        # the entity linker, fitted on the training questions (topics from the answer paths: the
+        # questions mark none) and a typed variant of each, is stored with the dataset
+        linker = json.loads(record["entity_linker"])
+        assert linker["stats"]["fitted"] and linker["stats"]["topic_from"] == "answer paths"
+        assert linker["stats"]["typed_variants"] > 0 and linker["stats"]["topic_in_candidates"] > 0.9
         assert (own_env / "cache" / name / "subgraphs" / "tuned-train" / "manifest.json").exists()
 
         _ok("train", name)
@@ -60,6 +66,11 @@ def test_triples_folder_to_a_trained_retriever_and_back_out(own_env, neo4j_drive
         employer = next(t for h, r, t in graph.triples if h == person and r == "works at")
         answer = json.loads(_ok("query", name, f"Where does {person} work?", "--format", "json", "--k", "5"))
         assert employer in [n["name"] for n in answer["nodes"]]
+        # as a person types it: lower case, a letter of the surname dropped, no question mark
+        first, last = person.split(" ", 1)
+        typed = f"where does {first.lower()} {last.lower()[:2] + last.lower()[3:]} work"
+        answer = json.loads(_ok("query", name, typed, "--format", "json", "--k", "5"))
+        assert employer in [n["name"] for n in answer["nodes"]], typed
     finally:
         runner.invoke(app, ["drop", name, "--yes"])
     assert _record(neo4j_driver, name) is None and _count(neo4j_driver, label) == (0, 0)

@@ -79,6 +79,29 @@ def test_fulltext_seeding_on_neo4j_finds_rare_names(neo4j_driver, dataset_label,
         writer.reset()
 
 
+def test_hits_carry_the_relation_types_of_graphs_with_many_of_them(neo4j_driver, dataset_label):
+    """Past MAX_COUNTED_TYPES relation types each hit lists the types it has (no count per type),
+    and the hits read them into the same per-type vector."""
+    from seeder_dgl.graphstore.cypher import MAX_COUNTED_TYPES
+
+    types = MAX_COUNTED_TYPES + 8
+    names = ["Alpha Centauri", "Beta Pictoris", "Gamma Draconis", "Delta Cephei"]
+    # Alpha -r0-> Beta, Alpha -r39-> Gamma, Delta -r5-> Beta
+    kg = KnowledgeGraph(dataset_label, names, names, np.zeros(4, np.int64), ["star"], np.array([0, 0, 3]),
+                        np.array([1, 2, 1]), np.array([0, types - 1, 5]), [f"relation {i}" for i in range(types)])
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, random_embeddings(4, seed=1), random_embeddings(types, seed=2), "m", progress=False)
+    try:
+        graph = LiveGraph(neo4j_driver, dataset_label)
+        hits = {h["id"]: h for h in graph.fulltext_hits("alpha centauri beta pictoris", random_embeddings(1)[0])}
+        expected = {0: {0, types - 1}, 1: {0, 5}}
+        for node, present in expected.items():
+            assert len(hits[node]["degrees"]) == types
+            assert {i for i, d in enumerate(hits[node]["degrees"]) if d} == present
+    finally:
+        writer.reset()
+
+
 def test_coverage_rows_count_topics_answers_and_sizes(neo4j_driver, dataset_label):
     from loaders.kg import Query
     from seeder_dgl.evaluation.coverage import CoverageSetting, coverage

@@ -34,7 +34,7 @@ class NameIndex:
     def __init__(self, graph, linked: dict[str, int]):
         self.graph, self.linked, self.calls = graph, linked, 0
 
-    def fulltext_hits(self, question, embedding, candidates=50):
+    def fulltext_hits(self, question, embedding, candidates=50, words=None):
         from seeder_dgl.retrieval.memory import unit_query
 
         self.calls += 1

@@ -30,6 +30,10 @@ def test_degree_counts_splice_only_validated_relationship_types():
     assert "collect([COUNT { (node)-[:`DIRECTED_BY`]-() }, COUNT { (node)-[:`HAS_TAGS`]-() }]) AS degrees" in text
     assert "collect([]) AS degrees" in query("seeding/fulltext", **{s: "X" for s in slots("seeding/fulltext") - {"degrees"}},
                                              degrees=degree_counts("node", []))
+    many = [f"R{i}" for i in range(40)]  # past MAX_COUNTED_TYPES: the names of the types a node has
+    assert degree_counts("node", many) == "COLLECT { MATCH (node)-[r]-() RETURN DISTINCT type(r) }"
+    with pytest.raises(CypherTemplateError):
+        degree_counts("node", many[:-1] + ["bad name"])
     for bad in ("A]-() } ] RETURN 1 //", "x`y", "", "1A"):
         with pytest.raises(CypherTemplateError):
             degree_counts("node", ["OK", bad])

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from seeder_dgl.retrieval.linking import (FEATURES, EntityLinker, LinkExample, add_relation_features, allowed_edits,
+from seeder_dgl.retrieval.linking import (FEATURES, EntityLinker, LinkExample, NameQuery, add_relation_features,
+                                          allowed_edits,
                                           fit_linker, fold, link, lucene_query, mention_table, question_template,
                                           tokenize, word_rates)
 
@@ -28,6 +29,22 @@ def test_lucene_query_escapes_neutralises_operators_and_fuzzes_long_words():
     assert words == ["what~1", "films~1", "did", "mike~1", "o'malley~1", "act", "in"]
     assert lucene_query("Schwarzenegger") == "schwarzenegger~2"  # eight letters or more: two edits
     assert lucene_query("with the movies") == "with the movies~1"  # stop words are never fuzzy
+    # The dataset's question words are asked exactly (the linker's plain_words), in any case.
+    assert lucene_query("WHAT Films did Tom Hanks star in", frozenset({"what", "films", "star"})) == \
+        "what films did tom hanks~1 star in"
+    # Words as the index's tokenizer keeps them, where that differs: one term for 'T.J' or a name
+    # written with underscores, as the question writes it.
+    assert lucene_query("films by T.J. Scott").split() == ["films~1", "by", "t", "j", "scott~1", "t.j"]
+    assert "virginia_gubernatorial_election~2" in lucene_query("who won Virginia_gubernatorial_election,_1993").split()
+    # A dataset whose names join words with '_': runs of question words are asked joined too.
+    joined = NameQuery(joined=True).lucene("who won virginia gubernatorial election 1993").split()
+    assert {"virginia_gubernatorial~2", "virginia_gubernatorial_election~2", "won_virginia~2"} <= set(joined)
+    assert "who_won_virginia_gubernatorial_election" not in " ".join(joined)  # at most JOINED_WORDS words
+    linker = EntityLinker.default()
+    assert linker.plain_words == frozenset() and linker.name_query == NameQuery()
+    from dataclasses import replace
+
+    assert replace(linker, word_rates={"films": 0.95, "hanks": 0.0, "actor": 0.5}).plain_words == {"films"}
 
 
 def test_folding_and_words():

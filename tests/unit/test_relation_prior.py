@@ -255,7 +255,7 @@ def test_a_template_prior_reads_the_question_with_its_seed_names_masked():
 class _LinkingGraph:
     """Full-text hits for one question, and dense seeds, as a live graph would return them."""
 
-    def fulltext_hits(self, question, embedding, candidates=50):
+    def fulltext_hits(self, question, embedding, candidates=50, words=None):
         return [{"id": 7, "name": "love", "text_score": 3.0, "similarity": 0.1},
                 {"id": 5, "name": "Love Actually", "text_score": 2.0, "similarity": 0.4},
                 {"id": 9, "name": "Unrelated", "text_score": 1.0, "similarity": 0.2}]
