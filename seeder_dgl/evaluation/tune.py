@@ -63,6 +63,17 @@ def choose(rows: list[dict], candidates=CANDIDATES) -> dict:
     return min(eligible, key=lambda r: (round(r["mean_nodes"]), order.get(r["setting"], len(order))))
 
 
+def choose_with_prior(rows: list[dict], prior_rows: list[dict], candidates=CANDIDATES) -> dict:
+    """``choose`` over ``rows`` and the chosen setting's ``prior_rows``, keeping the relation prior
+    whenever its subgraphs hold an answer within ``TOLERANCE`` of the best: beside K-hop, it gives
+    the policy the relation-path score of every node (``path_prior``): on MetaQA's validation split
+    the same policy's Hit@1 went from 0.754 without a prior to 0.985 with the template prior
+    (``training/config.py``)."""
+    with_prior = next(r for r in prior_rows if r["group"] == "all")
+    best = max(r["subgraph_hit_any"] for r in rows + prior_rows if r["group"] == "all")
+    return with_prior if with_prior["subgraph_hit_any"] >= best - TOLERANCE else choose(rows + prior_rows, candidates)
+
+
 def _setting(row: dict) -> CoverageSetting:
     return CoverageSetting(row["mode"], int(row["seeds"]), tuple(int(b) for b in row["budgets"]))
 
@@ -128,8 +139,8 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
         chosen = choose(rows)
         prior_rows = _with_prior(graph, sample, emb, chosen, linker, prior) if prior is not None else []
         if prior_rows:
+            chosen = choose_with_prior(rows, prior_rows)
             rows += prior_rows
-            chosen = choose(rows)  # the prior wins only by more than TOLERANCE (same nodes, listed last)
         settings = {"seeds": chosen["seeds"], "budgets": list(chosen["budgets"]), "seeding": chosen["mode"],
                     "relation_prior": bool(chosen.get("relation_prior")),
                     "subgraph_hit_any": round(chosen["subgraph_hit_any"], 4), "questions": len(sample),

@@ -106,19 +106,27 @@ class RetrievalSettings:
         return self.relation_prior.question_scores(question, embedding, names, hops=len(self.budgets))
 
 
+def _stored(info, attribute: str, parse, what: str):
+    """The JSON the dataset record keeps under ``attribute``, parsed; None when there is none, a
+    one-line error when it cannot be read."""
+    text = getattr(info, attribute, None)
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SeederError(f"the {what} stored for {info.name!r} is damaged ({exc}): "
+                          f"fit it again with `seeder-dgl extract {info.name} --refit-prior`") from None
+
+
 def stored_relation_prior(graph) -> RelationPrior | None:
     """The relation prior fitted for ``graph``'s dataset (stored in its Neo4j record), with its
     columns in the dataset's current relation order, a template prior bound to the dataset's
     encoder; None when none was fitted."""
     info = graph.info
-    text = getattr(info, "relation_prior", None)
-    if not text:
+    prior = _stored(info, "relation_prior", RelationPrior.from_json, "relation prior")
+    if prior is None:
         return None
-    try:
-        prior = RelationPrior.from_json(text)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SeederError(f"the relation prior stored for {info.name!r} is damaged ({exc}): "
-                          f"fit it again with `seeder-dgl extract {info.name} --refit-prior`") from None
     if prior.input == "template":
         from seeder_dgl.embeddings import dataset_encoder
 
@@ -130,16 +138,8 @@ def stored_linker(graph) -> EntityLinker | None:
     """The entity linker fitted for ``graph``'s dataset (stored in its Neo4j record), with the
     stored relation prior its features read; None when none was fitted (or it needs a prior and
     none is stored)."""
-    info = graph.info
-    text = getattr(info, "entity_linker", None)
-    if not text:
-        return None
-    try:
-        linker = EntityLinker.from_json(text)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SeederError(f"the entity linker stored for {info.name!r} is unusable ({exc}): "
-                          f"fit it again with `seeder-dgl extract {info.name} --refit-prior`") from None
-    if not linker.relation_features:
+    linker = _stored(graph.info, "entity_linker", EntityLinker.from_json, "entity linker")
+    if linker is None or not linker.relation_features:
         return linker
     prior = stored_relation_prior(graph)
     return linker.with_prior(prior) if prior is not None else None

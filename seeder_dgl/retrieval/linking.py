@@ -119,9 +119,10 @@ class NameQuery:
     its names (``EntityLinker.plain_words``). Fuzzy, 'films' would bring every 'Film', 'Fils' and
     'Flims' along, and cost a third of the query."""
     joined: bool = False
-    """Also ask runs of 2 to ``JOINED_WORDS`` question words joined with '_': the index keeps a name
-    like 'Virginia_gubernatorial_election' as one term, which a question typed with spaces reaches
-    only so (set for datasets whose names are written that way, ``EntityLinker.joined_names``)."""
+    """Also ask runs of 2 to ``JOINED_WORDS`` question words joined with '_', exactly, those that
+    neither start nor end with a stop word or a plain word: the index keeps a name like
+    'Virginia_gubernatorial_election' as one term, which a question typed with spaces reaches only
+    so (set for datasets whose names are written that way, ``EntityLinker.joined_names``)."""
 
     def lucene(self, question: str) -> str:
         """An OR of the question's words, each escaped, those of ``FUZZY_TERM`` letters or more fuzzy
@@ -140,11 +141,12 @@ class NameQuery:
             if chunk not in seen:
                 seen.add(chunk)
                 terms.append(_term(chunk, self.plain))
-        if self.joined:
+        if self.joined:  # exactly: fuzzy, dozens of long terms cost ten times the rest of the query
+            ends = [w not in STOP_WORDS and fold(w.translate(_APOSTROPHES)) not in self.plain for w in words]
             for i in range(len(words)):
                 for size in range(2, JOINED_WORDS + 1):
-                    if i + size <= len(words):
-                        terms.append(_term("_".join(words[i:i + size]), frozenset()))
+                    if i + size <= len(words) and ends[i] and ends[i + size - 1]:
+                        terms.append(_LUCENE_SPECIAL.sub(r"\\\1", "_".join(words[i:i + size])))
         return " ".join(terms)
 
 

@@ -62,6 +62,22 @@ def test_triples_folder_to_a_trained_retriever_and_back_out(own_env, neo4j_drive
         seeder, khop = methods["seeder"]["summary"], methods["khop"]["summary"]
         assert seeder["hit@1"] > khop["hit@1"] + 0.2 and seeder["hit@5"] >= 0.8
 
+        # the same questions as people type them, beside the written ones, with a funnel per kind
+        out = _ok("eval", name, "--split", "test", "--methods", "seeder", "--perturb", "lower,typo", "--diagnose",
+                  "--out", str(own_env / "typed"))
+        assert "questions as people type them" in " ".join(out.split())
+        typed = json.loads((own_env / "typed" / "typed.json").read_text())
+        assert list(typed["results"]) == ["as written", "lower", "typo"]
+        written = typed["results"]["as written"]["seeder"]["overall"]["hit@1"]
+        assert written == pytest.approx(seeder["hit@1"], abs=1e-9)  # the same questions, the same scores
+        for kind in ("lower", "typo"):
+            assert typed["results"][kind]["seeder"]["overall"]["hit@1"] >= written - 0.15, kind
+            funnel = json.loads((own_env / "typed" / f"funnel-seeder-{kind}.json").read_text())
+            assert funnel["stages"][0] == "seeded" and funnel["overall"]["seeded"] >= funnel["overall"]["hit@1"]
+        assert typed["examples"]["lower"][0] == typed["examples"]["lower"][0].lower()
+        bad = runner.invoke(app, ["eval", name, "--perturb", "upper"])
+        assert bad.exit_code == 1 and "unknown perturbation 'upper'" in bad.output and "Traceback" not in bad.output
+
         person = sorted(h for h, r, _ in graph.triples if r == "works at")[0]
         employer = next(t for h, r, t in graph.triples if h == person and r == "works at")
         answer = json.loads(_ok("query", name, f"Where does {person} work?", "--format", "json", "--k", "5"))

@@ -202,6 +202,18 @@ def test_tune_prefers_the_smaller_subgraph_within_tolerance():
     assert choose(rows)["setting"] == CANDIDATES[4].name
 
 
+def test_tune_keeps_the_relation_prior_within_tolerance():
+    from seeder_dgl.evaluation.tune import choose_with_prior
+
+    def row(name, hit, nodes, prior=False):
+        return {"setting": name, "group": "all", "subgraph_hit_any": hit, "mean_nodes": nodes, "relation_prior": prior}
+
+    rows = [row(CANDIDATES[0].name, 0.90, 140), row(CANDIDATES[4].name, 0.928, 73)]
+    assert choose_with_prior(rows, [row("x +prior", 0.919, 74, True)])["relation_prior"]  # within 0.01
+    assert choose_with_prior(rows, [row("x +prior", 0.91, 74, True)])["setting"] == CANDIDATES[4].name
+    assert choose_with_prior(rows, [row("x +prior", 0.95, 90, True)])["relation_prior"]  # better outright
+
+
 def test_auto_epochs_scale_with_the_question_count():
     assert auto_epochs(31_000) == 4 and auto_epochs(100) == 40 and auto_epochs(3000) == 20
 
