@@ -27,6 +27,8 @@ sys.path.insert(0, str(REPO))
 from benchmarks.common import cpu_probe, machine, probe_line, write_result  # noqa: E402
 
 TOTAL = "total, question embedding excluded"
+ORDER = ("embed question", "seeding", "relation prior", "K-hop in Neo4j", "node features", "policy ranking", TOTAL)
+"""The stages in pipeline order (the result files keep them sorted by name)."""
 
 
 def run_once(tree: Path, args: argparse.Namespace) -> dict:
@@ -71,7 +73,8 @@ def main() -> None:
         values = [p[run][stage][key] for p in rounds[name] if stage in p[run]]
         return statistics.median(values) if values else None
 
-    stages = list(rounds["this"][0]["first"])
+    found = list(rounds["this"][0]["first"])
+    stages = [s for s in ORDER if s in found] + [s for s in found if s not in ORDER]
     summary = {run: {stage: {name: {"p50_ms": median(name, run, stage), "p95_ms": median(name, run, stage, "p95_ms")}
                              for name in rounds} for stage in stages}
                for run in ("first", "again")}

@@ -32,7 +32,9 @@ other facts, so it is much sparser than a full KG (see the counts it prints).
 Questions: the English questions of the chosen pairs (``en_question`` files). The text is written
 exactly as the dataset has it (MLPQ marks no topic in the text). ``split`` maps dev to val; the
 train 3-hop files are over the snapshot size limit too, so 3-hop questions are val/test only.
-``answers`` is the gold answer's node name, ``topic`` the topic's node name, ``hops`` 2 or 3.
+``answers`` is the gold answer's node name (``--all-answers``: and every other node the gold
+relation path reaches from the topic in this graph, as MetaQA's answers are every entity its path
+reaches), ``topic`` the topic's node name, ``hops`` 2 or 3.
 Questions whose answer is not a node, or whose names cannot be written (a ``|`` in a name), are
 dropped and counted. ``--max-questions-per-split N`` keeps a fixed seeded sample of N per split.
 
@@ -164,6 +166,9 @@ def main() -> None:
                         help="comma-separated MLPQ language pairs whose English questions are used "
                              "(en_fr, en_zh, zh_fr); the graph keeps those pairs' DBpedia editions")
     parser.add_argument("--seed", type=int, default=13, help="seed of the per-split sample and of --resplit")
+    parser.add_argument("--all-answers", action="store_true",
+                        help="answers: every node the question's gold relation path reaches from its topic in the "
+                             "graph (MLPQ names one; DBpedia relations often have several values), as MetaQA's are")
     parser.add_argument("--resplit", action="store_true",
                         help="pool MLPQ's train and dev questions and split them 80/20 per hop count again, so "
                              "training sees 3-hop questions too (test unchanged)")
@@ -216,7 +221,7 @@ def main() -> None:
                 if hops != int(m.group("hops")):
                     hop_mismatch += 1
                 questions.append((SPLITS[m.group("split")], int(m.group("hops")), order, lineno,
-                                  question.strip(), topic, answer))
+                                  question.strip(), topic, answer, [r for _, r, _ in triples]))
 
     # -- the graph: chosen editions, nodes keyed by title, fused along inter-language links
     triples_kg = [t for t in triples_raw if t[0][0] in kg_langs]
@@ -263,7 +268,19 @@ def main() -> None:
 
     # -- questions
     rows, dropped = [], collections.Counter()
-    for split, hops, order, lineno, question, topic, answer in sorted(
+    following: dict[tuple[str, str], set[str]] = collections.defaultdict(set)
+    for h, r, t in triples:
+        following[(h, r)].add(t)
+
+    def path_answers(topic_name: str, relations: list[str]) -> set[str]:
+        """Every node the question's gold relation path reaches from its topic, in this graph."""
+        frontier = {topic_name}
+        for relation in relations:
+            frontier = {t for node in frontier for t in following.get((node, relation), ())}
+        return frontier
+
+    multi = 0
+    for split, hops, order, lineno, question, topic, answer, relations in sorted(
             questions, key=lambda q: (SPLIT_ORDER.index(q[0]), q[1], q[2], q[3])):
         answer_name = name_of.get(answer[1])
         topic_name = name_of.get(topic[1], "")
@@ -273,7 +290,12 @@ def main() -> None:
         if answer_name in bad_chars or topic_name in bad_chars:
             dropped["name with | or tab"] += 1
             continue
-        rows.append({"question": question, "answers": answer_name, "split": split,
+        answers = [answer_name]
+        if args.all_answers and topic_name in nodes:
+            others = sorted(path_answers(topic_name, relations) - {answer_name} - bad_chars)
+            multi += bool(others)
+            answers += others
+        rows.append({"question": question, "answers": "|".join(answers), "split": split,
                      "topic": topic_name if topic_name in nodes else "", "hops": hops})
     total_kept = len(rows)
     if args.resplit:
@@ -331,6 +353,7 @@ def main() -> None:
         "  per split and hops: " + ", ".join(f"{s}/{h} {per_split_hop[(s, h)]}"
                                               for s in SPLIT_ORDER for h in (2, 3)),
         f"dropped questions: {sum(dropped.values())}" + (f" ({dict(dropped)})" if dropped else ""),
+        f"questions with more than MLPQ's one answer (--all-answers): {multi}",
         f"topic name verbatim in question text: {verbatim}/{len(rows)}",
         f"node names containing '|' or a tab (questions using them are dropped): {len(bad_chars)}",
     ]
@@ -363,7 +386,8 @@ kept); the same title in English and French DBpedia is one node. It is NOT MLPQ'
 sparser than a real KG.
 
 Questions (questions.csv): the English questions of the pairs {','.join(pairs)}, text exactly as
-the dataset writes it; answers = the path's last entity (MLPQ gives one answer per question);
+the dataset writes it; answers = the path's last entity (MLPQ gives one answer per question;
+with --all-answers, every node the gold relation path reaches from the topic in this graph);
 topic = the path's first entity; hops = 2 or 3; split = train/val/test (MLPQ v1.3's own split,
 dev -> val). The train 3-hop files are absent, so 3-hop questions are in val/test only.
 {sample_note}

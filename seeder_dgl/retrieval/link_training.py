@@ -117,6 +117,12 @@ def _set_topic_span(variant: _Variant, m: Mentions) -> None:
             return
 
 
+FIT_HOPS = 3
+"""Fewest hops a topic's relation paths are followed when fitting: the deepest setting ``tune``
+tries, so the linker and prior fitted by ``tune`` and by ``extract --refit-prior`` are the same
+whichever setting was chosen (a prior of more hops serves a shallower expansion)."""
+
+
 def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], np.ndarray], *, hops: int,
                 require_prior: bool = False, typed: bool = True, max_questions: int = 5000, seed: int = 0,
                 progress: bool = True) -> LinkingFit:

@@ -117,7 +117,7 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
 
     from seeder_dgl.graphstore.backend import stored_linker, stored_relation_prior
     from seeder_dgl.graphstore.cypher import query
-    from seeder_dgl.retrieval.link_training import fit_linking
+    from seeder_dgl.retrieval.link_training import FIT_HOPS, fit_linking
     from seeder_dgl.retrieval.linking import EntityLinker
     from seeder_dgl.retrieval.relation_prior import RelationPrior
 
@@ -126,7 +126,7 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
     if linker is not None and (prior is not None or not with_prior):
         return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
     fit = fit_linking(graph, queries, lambda texts: encoder.encode(texts, show_progress=False),
-                      hops=len(settings.budgets), require_prior=with_prior, typed=typed,
+                      hops=max(len(settings.budgets), FIT_HOPS), require_prior=with_prior, typed=typed,
                       max_questions=max_questions, progress=progress)
     linker_text = fit.linker.to_json()
     prior_text = fit.prior.to_json() if fit.prior is not None else None
