@@ -69,15 +69,23 @@ def _typo_span(text: str, names: Sequence[str]) -> tuple[int, int] | None:
 
 def typo(text: str, rng: random.Random, names: Sequence[str] = ()) -> str:
     """One typo in the first of ``names`` found in ``text`` (else in its longest word): two
-    neighbouring letters swapped, or one dropped."""
+    neighbouring letters swapped, or one dropped, inside one of the name's words of
+    ``MIN_TYPO_WORD`` letters or more (else its longest word), as people mistype names: a dropped
+    'A' in 'A Sound of Thunder' would remove a word, not make a typo."""
     span = _typo_span(text, names)
     if span is None:
         return text
     start, end = span
-    letters = [i for i in range(start, end) if text[i].isalpha()]
-    if len(letters) < 2:
+    words = [m for m in re.finditer(r"[^\W\d_]+", text[start:end])]
+    if not words:
         return text
-    swaps = [i for i in letters if i + 1 < end and text[i + 1].isalpha() and text[i].lower() != text[i + 1].lower()]
+    long_words = [m for m in words if len(m.group()) >= MIN_TYPO_WORD]
+    word = rng.choice(long_words) if long_words else max(words, key=lambda m: (len(m.group()), -m.start()))
+    if len(word.group()) < 2:
+        return text
+    start, end = start + word.start(), start + word.end()
+    letters = list(range(start, end))
+    swaps = [i for i in letters if i + 1 < end and text[i].lower() != text[i + 1].lower()]
     if swaps and rng.random() < 0.5:
         i = rng.choice(swaps)
         return text[:i] + text[i + 1] + text[i] + text[i + 2:]

@@ -44,6 +44,19 @@ def test_a_typo_finds_the_topic_in_any_case_and_else_the_longest_word():
     assert typo("who is he", random.Random(0)) == "who is he"  # nothing long enough: unchanged
 
 
+def test_a_typo_goes_into_a_long_word_of_the_name_never_removing_a_word():
+    text = "who directed A Sound of Thunder"
+    for seed in range(60):
+        typed = typo(text, random.Random(seed), ["A Sound of Thunder"])
+        assert typed.startswith("who directed A ") and " of " in typed  # short words kept whole
+        assert len(typed.split()) == len(text.split()) and typed != text
+    assert any(typo(text, random.Random(s), ["A Sound of Thunder"]).endswith(" Thunder") for s in range(60))
+    assert any(not typo(text, random.Random(s), ["A Sound of Thunder"]).endswith(" Thunder") for s in range(60))
+    # A name of short words only: its longest word takes the typo.
+    typed = typo("films of Up", random.Random(0), ["Up"])
+    assert typed in ("films of pU", "films of p", "films of U")
+
+
 def test_no_punctuation_drops_apostrophes_inside_words_and_closes_spaces():
     assert no_punctuation("who wrote Ocean's Eleven?") == "who wrote Oceans Eleven"
     assert no_punctuation("films by T.J. Scott, and Mr. & Mrs. Smith!") == "films by T J Scott and Mr Mrs Smith"
