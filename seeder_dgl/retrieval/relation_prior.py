@@ -267,7 +267,7 @@ def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types
     Summed, not averaged, over the outputs: averaged, the data's pull on each relation's weights
     shrinks with the number of relations while the decay does not, so on a graph of 346 relations
     the decay won and the prior gave every relation about the same small probability (its best
-    hop-2 relation was on the answer path for 0.29 of MLPQ's validation questions; summed, 0.88).
+    hop-2 relation was on the answer path for 0.29 of MLPQ's validation questions; summed, 0.86).
     """
     import torch
 
