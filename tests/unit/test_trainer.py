@@ -16,7 +16,8 @@ from seeder_dgl.retrieval.memory import GraphArrays, attach_labels, khop_filter
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training.checkpoint import read_checkpoint
 from seeder_dgl.training.config import TrainConfig
-from seeder_dgl.training.trainer import WarmupCosine, evaluate_rankings, stop_early, subgraph_metrics, train
+from seeder_dgl.training.trainer import (WarmupCosine, evaluate_rankings, selection_score, stop_early,
+                                        subgraph_metrics, train)
 from tests.helpers.graphs import random_embeddings, random_kg
 
 
@@ -141,7 +142,8 @@ def test_training_learns_and_writes_records(task, tmp_path):
     untrained, best = result.initial_metrics["recall@20"], result.best_metrics["recall@20"]
     assert best > untrained + 0.1, (untrained, [r["val"]["recall@20"] for r in result.history])
     assert result.best_metrics["mrr"] > result.initial_metrics["mrr"]
-    assert result.best_epoch == max(result.history, key=lambda r: r["val"]["recall@20"])["epoch"]
+    # best.pt is the epoch of the best validation MRR (Recall@20 only breaks ties), the first such.
+    assert result.best_epoch == max(result.history, key=lambda r: selection_score(r["val"]))["epoch"]
     assert result.history[-1]["reward"] > result.history[0]["reward"]
 
     # Checkpoints: best.pt holds the best epoch; both load weights-only.
@@ -199,6 +201,13 @@ def test_same_seed_same_run_and_resume_is_exact(small_task, tmp_path):
     assert again.history == resumed.history
     with pytest.raises(SeederError, match="other settings"):
         train(tiny_config(epochs=2, batch_size=8, lr=1e-2), *args, tmp_path / "c", progress=False, resume=True)
+
+
+def test_epochs_are_chosen_by_mrr_and_recall_only_breaks_ties():
+    saturated = {"mrr": 0.76, "recall@20": 0.99}  # every answer among 20, the first one ranked low
+    ranked = {"mrr": 0.85, "recall@20": 0.98}
+    assert selection_score(ranked) > selection_score(saturated)
+    assert selection_score({"mrr": 0.8, "recall@20": 0.9}) > selection_score({"mrr": 0.8, "recall@20": 0.8})
 
 
 def test_stop_early_rule():
