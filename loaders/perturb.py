@@ -55,6 +55,11 @@ def find_span(text: str, name: str) -> tuple[int, int] | None:
     return (match.start(), match.end()) if match else None
 
 
+def _longest(words: Sequence[re.Match]) -> re.Match:
+    """The longest of ``words``, the first of equals."""
+    return max(words, key=lambda m: (len(m.group()), -m.start()))
+
+
 def _typo_span(text: str, names: Sequence[str]) -> tuple[int, int] | None:
     for name in sorted((n for n in names if n), key=len, reverse=True):
         span = find_span(text, name)
@@ -63,7 +68,7 @@ def _typo_span(text: str, names: Sequence[str]) -> tuple[int, int] | None:
     words = [m for m in re.finditer(r"[^\W\d_]+", text) if len(m.group()) >= MIN_TYPO_WORD]
     if not words:
         return None
-    longest = max(words, key=lambda m: (len(m.group()), -m.start()))
+    longest = _longest(words)
     return longest.start(), longest.end()
 
 
@@ -76,11 +81,11 @@ def typo(text: str, rng: random.Random, names: Sequence[str] = ()) -> str:
     if span is None:
         return text
     start, end = span
-    words = [m for m in re.finditer(r"[^\W\d_]+", text[start:end])]
+    words = list(re.finditer(r"[^\W\d_]+", text[start:end]))
     if not words:
         return text
     long_words = [m for m in words if len(m.group()) >= MIN_TYPO_WORD]
-    word = rng.choice(long_words) if long_words else max(words, key=lambda m: (len(m.group()), -m.start()))
+    word = rng.choice(long_words) if long_words else _longest(words)
     if len(word.group()) < 2:
         return text
     start, end = start + word.start(), start + word.end()

@@ -249,8 +249,8 @@ class RelationPrior:
 PRIOR_WEIGHT_DECAY = {True: 2.7e-4, False: 2.7e-5}
 """``fit_relation_prior``'s weight decay with a hidden layer (True) and without, per question's
 summed loss: MetaQA's 3 hops x 9 relations times the 1e-5 and 1e-6 its prior was chosen with
-per averaged output, so MetaQA's prior is the same as when the loss was averaged (Adam does
-not see the loss's scale)."""
+per averaged output, so MetaQA keeps the objective it was tuned with, up to a constant factor
+(Adam's steps then differ only through its epsilon; the fitted weights are not bit-identical)."""
 
 
 def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types: Sequence[str], *,
