@@ -3,11 +3,18 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The DGL lane: DGL 2.1 (the last on PyPI) with the torch 2.2.1 / NumPy 1 stack it loads with.
+VENV_DGL ?= .venv-dgl
+PY_DGL := $(VENV_DGL)/bin/python
+# The tests of DGL message passing, DGL graphs and training with ops=dgl, and the rest of the model's and
+# trainer's tests beside them (the oldest supported torch and NumPy).
+DGL_TESTS := tests/unit/test_model_ops.py tests/unit/test_rollout.py tests/unit/test_dgl_graphs.py \
+	tests/unit/test_parallel_training.py tests/unit/test_trainer.py
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export DGLBACKEND ?= pytorch
 
-.PHONY: setup system-deps neo4j-jars demo test bench clean-neo4j
+.PHONY: setup setup-dgl system-deps neo4j-jars demo test test-core test-dgl bench clean-neo4j
 
 # Java 17 runs Neo4j 5.26, Maven fetches it and builds seeder-dgl's procedures (javac: the JDK); the
 # page of `seeder-dgl serve` is tested in a headless Chromium driven through chromedriver. Installed
@@ -28,6 +35,14 @@ $(VENV)/.installed: pyproject.toml
 
 setup: system-deps $(VENV)/.installed neo4j-jars
 
+$(VENV_DGL)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV_DGL)
+	$(PY_DGL) -m pip install -q --upgrade "pip<25"
+	$(PY_DGL) -m pip install -q -e ".[dgl]" "pytest>=8" "hypothesis>=6.100"
+	touch $@
+
+setup-dgl: $(VENV_DGL)/.installed
+
 neo4j-jars: $(VENV)/.installed
 	$(PY) -c "from seeder_dgl.graphstore.server import LocalNeo4j; LocalNeo4j().fetch()"
 
@@ -35,8 +50,14 @@ neo4j-jars: $(VENV)/.installed
 demo: setup
 	bash scripts/demo.sh
 
-test: setup
+# Both lanes: the whole suite on the current stack (no DGL there), then the DGL lane in its own venv.
+test: test-core test-dgl
+
+test-core: setup
 	$(PY) -m pytest -q
+
+test-dgl: setup-dgl
+	SEEDER_REQUIRE_DGL=1 $(PY_DGL) -m pytest -q $(DGL_TESTS)
 
 bench: setup
 	bash benchmarks/run_all.sh

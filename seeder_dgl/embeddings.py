@@ -8,6 +8,7 @@ query time (``encode_queries``) never reach the disk: a bounded in-memory LRU ke
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -205,7 +206,8 @@ class TextEncoder:
             try:
                 from sentence_transformers import SentenceTransformer
 
-                self._model = SentenceTransformer(self.model_name, device=self.device)
+                with _quiet_weight_loading():
+                    self._model = SentenceTransformer(self.model_name, device=self.device)
             except Exception as exc:
                 where = "folder" if local else "model name (hub downloads need a network)"
                 raise EmbeddingError(f"could not load the encoder {self.model_name} ({type(exc).__name__}: "
@@ -213,7 +215,7 @@ class TextEncoder:
                                      f"{where}, or use the default all-MiniLM-L6-v2") from None
             if self.max_seq_length is not None:
                 self._model.max_seq_length = self.max_seq_length
-            self._write_meta(int(self._model.get_sentence_embedding_dimension()))
+            self._write_meta(_model_dimension(self._model))
         return self._model
 
     @property
@@ -222,7 +224,7 @@ class TextEncoder:
         meta = self._read_meta()
         if meta and self._model is None:
             return int(meta["dimension"])
-        return int(self.model.get_sentence_embedding_dimension())
+        return _model_dimension(self.model)
 
     def _read_meta(self) -> dict | None:
         if self.cache_folder is None or not (self.cache_folder / "meta.json").is_file():
@@ -380,3 +382,25 @@ def load_precomputed(path: str | os.PathLike, ids: Sequence[int] | None = None, 
     if out is None:
         return np.zeros((0, 0), dtype=np.float32)
     return _unit(out) if normalize else out
+
+
+def _model_dimension(model) -> int:
+    """The model's embedding size: ``get_embedding_dimension`` in current sentence-transformers (6.x
+    warns on the old name), ``get_sentence_embedding_dimension`` in 3.x."""
+    method = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return int(method())
+
+
+@contextlib.contextmanager
+def _quiet_weight_loading():
+    """transformers 5 draws a "Loading weights" progress bar on every model load: noise on a
+    command's stderr for a load of a second. Switched off for the load, then set back."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()

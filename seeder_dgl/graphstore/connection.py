@@ -47,7 +47,7 @@ class Neo4jSettings:
 # The server's deprecation notice would otherwise be logged on every query of a user's driver, as
 # would "unknown property key" for a dataset record written before a property existed (the
 # procedure statements read the record's sketch_version, which older records lack).
-ID_FUNCTION_SESSION = {"notifications_disabled_categories": ["DEPRECATION", "UNRECOGNIZED"]}
+ID_FUNCTION_SESSION = {"notifications_disabled_classifications": ["DEPRECATION", "UNRECOGNIZED"]}
 
 
 def open_driver(settings: Neo4jSettings | None = None, verify: bool = True) -> Driver:

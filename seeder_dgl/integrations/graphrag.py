@@ -11,8 +11,8 @@ the retrieved subgraph in Neo4j Browser.
 Retrieval itself is ``seeder_dgl.api.Retriever``: seeding, K-hop expansion in Cypher and the
 policy's ranking run exactly as for ``seeder-dgl query``.
 
-Needs ``pip install 'seeder-dgl[graphrag]'`` (neo4j-graphrag 1.7.0, the newest release that does
-not require NumPy 2; see pyproject.toml).
+Needs ``pip install 'seeder-dgl[graphrag]'`` (neo4j-graphrag 1.22 or later). ``get_search_results``
+has typed parameters, so ``convert_to_tool`` and ``ToolsRetriever`` offer it to an LLM as a tool.
 """
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from seeder_dgl.model.batch import collate
@@ -22,6 +23,7 @@ def _records():
     return records, emb
 
 
+@pytest.mark.dgl
 def test_to_dgl_and_batch_match_the_model_batch():
     import dgl
 

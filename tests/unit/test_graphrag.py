@@ -61,3 +61,20 @@ def test_search_result_holds_one_record_per_node_and_the_cypher_statement():
 def test_an_empty_retrieval_gives_no_items():
     raw = search_result(Retrieval("q", "khop", [], 0.0, 0, [], label="KG_films"), "films")
     assert raw.records == [] and "WHERE n.id IN []" in raw.metadata["cypher"]
+
+
+def test_the_retriever_becomes_a_tool_with_typed_parameters():
+    """neo4j-graphrag's ``convert_to_tool`` (and so ``ToolsRetriever``) reads the parameters off
+    ``get_search_results``'s signature: the question is a required string, ``top_k`` an integer of at
+    least 1, ``method`` an optional string."""
+    from seeder_dgl.integrations.graphrag import SeederRetriever
+
+    retriever = SeederRetriever.__new__(SeederRetriever)  # no driver: the tool needs only the signature
+    tool = retriever.convert_to_tool("kg_search", "Find what the knowledge graph knows about a question",
+                                     {"query_text": "the user's question"})
+    schema = tool.get_parameters()
+    assert schema["required"] == ["query_text"]
+    assert schema["properties"]["query_text"] == {"type": "string", "description": "the user's question"}
+    assert schema["properties"]["top_k"]["type"] == "integer" and schema["properties"]["top_k"]["minimum"] == 1
+    assert schema["properties"]["method"]["type"] == "string"
+    assert set(schema["properties"]) == {"query_text", "top_k", "method"}

@@ -109,7 +109,7 @@ def test_partitions_are_merged_by_score_then_id_and_values_travel_as_parameters(
     # id() is deliberate, and an older dataset record lacks properties newer statements read;
     # every statement only reads.
     assert driver.session_config == {"default_access_mode": READ_ACCESS,
-                                     "notifications_disabled_categories": ["DEPRECATION", "UNRECOGNIZED"]}
+                                     "notifications_disabled_classifications": ["DEPRECATION", "UNRECOGNIZED"]}
 
 
 class FakeRecord(dict):

@@ -175,3 +175,15 @@ def test_several_processes_use_the_torch_ops_even_where_dgl_was_asked(task, tmp_
     assert result.ops == "torch"
     one = train(tiny_config(epochs=1, workers=1, ops=ops), *task, tmp_path / "one", progress=False)
     assert one.ops == ("dgl" if dgl_available("cpu") else "torch")
+
+
+@pytest.mark.dgl
+def test_a_short_training_run_with_dgl_ops_matches_the_torch_ops(task, tmp_path):
+    """The DGL lane's training run: `ops="dgl"` trains with DGL's kernels and, from the same seed,
+    follows the pure-torch run (same sums, another order of floating-point additions)."""
+    dgl_run = train(tiny_config(epochs=2, workers=1, ops="dgl"), *task, tmp_path / "dgl", progress=False)
+    torch_run = train(tiny_config(epochs=2, workers=1, ops="torch"), *task, tmp_path / "torch", progress=False)
+    assert dgl_run.ops == "dgl" and torch_run.ops == "torch"
+    for a, b in zip(_numbers(dgl_run.history), _numbers(torch_run.history)):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-3, abs=1e-4)
+        assert a["val"]["mrr"] == pytest.approx(b["val"]["mrr"], abs=0.02)
