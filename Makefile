@@ -8,13 +8,20 @@ VENV_DGL ?= .venv-dgl
 PY_DGL := $(VENV_DGL)/bin/python
 # The tests of DGL message passing, DGL graphs and training with ops=dgl, and the rest of the model's and
 # trainer's tests beside them (the oldest supported torch and NumPy).
+# The compatibility lane: the tests that talk to Neo4j (server, indexes, seeding, K-hop on both engines,
+# live reads, ingest, adopt, GraphRAG, the CLI end to end) against the current calendar release.
+NEO4J_CALENDAR ?= 2026.08.1
+CALENDAR_TESTS := tests/e2e/test_neo4j_server.py tests/e2e/test_vector_index.py tests/e2e/test_seeding.py \
+	tests/e2e/test_query_cypher.py tests/e2e/test_khop_cypher_vs_reference.py tests/e2e/test_live_graph.py \
+	tests/e2e/test_ingest_neo4j.py tests/e2e/test_adopt_in_place.py tests/e2e/test_graphrag.py \
+	tests/e2e/test_driver_parameters.py tests/e2e/test_cli_end_to_end.py
 DGL_TESTS := tests/unit/test_model_ops.py tests/unit/test_rollout.py tests/unit/test_dgl_graphs.py \
 	tests/unit/test_parallel_training.py tests/unit/test_trainer.py
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export DGLBACKEND ?= pytorch
 
-.PHONY: setup setup-dgl system-deps neo4j-jars demo test test-core test-dgl bench clean-neo4j
+.PHONY: setup setup-dgl system-deps neo4j-jars demo test test-core test-dgl test-neo4j-calendar bench clean-neo4j
 
 # Java 17 runs Neo4j 5.26, Maven fetches it and builds seeder-dgl's procedures (javac: the JDK); the
 # page of `seeder-dgl serve` is tested in a headless Chromium driven through chromedriver. Installed
@@ -50,14 +57,19 @@ neo4j-jars: $(VENV)/.installed
 demo: setup
 	bash scripts/demo.sh
 
-# Both lanes: the whole suite on the current stack (no DGL there), then the DGL lane in its own venv.
-test: test-core test-dgl
+# Every lane: the whole suite on the current stack and Neo4j 5.26 LTS (no DGL there), the DGL lane in
+# its own venv, then the Neo4j tests against the calendar line (Java 21+, found under /usr/lib/jvm or
+# JAVA_HOME).
+test: test-core test-dgl test-neo4j-calendar
 
 test-core: setup
 	$(PY) -m pytest -q
 
 test-dgl: setup-dgl
 	SEEDER_REQUIRE_DGL=1 $(PY_DGL) -m pytest -q $(DGL_TESTS)
+
+test-neo4j-calendar: setup
+	SEEDER_NEO4J_VERSION=$(NEO4J_CALENDAR) $(PY) -m pytest -q $(CALENDAR_TESTS)
 
 bench: setup
 	bash benchmarks/run_all.sh

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import typer
 from rich.console import Console
@@ -22,7 +22,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-neo4j_app = typer.Typer(help="Manage the project's local Neo4j 5.26 Community server.", no_args_is_help=True)
+neo4j_app = typer.Typer(help="Manage the project's local Neo4j Community server (5.26 LTS or the calendar line).",
+                        no_args_is_help=True)
 app.add_typer(neo4j_app, name="neo4j")
 
 console = Console()
@@ -68,20 +69,29 @@ def _local_server():
 
 @neo4j_app.command("start")
 @one_line_errors
-def neo4j_start(timeout: float = typer.Option(180.0, help="Seconds to wait for Bolt to answer.")):
-    """Fetch Neo4j 5.26 Community from Maven Central (first time only) and start it on 127.0.0.1."""
+def neo4j_start(timeout: float = typer.Option(180.0, help="Seconds to wait for Bolt to answer."),
+                version: Optional[str] = typer.Option(
+                    None, "--version", help="Neo4j release: 5.26.30 (default, LTS, Java 17+), 2026.08.1 (the calendar "
+                    "line, Java 21+), or the aliases lts / calendar (SEEDER_NEO4J_VERSION). An instance keeps the "
+                    "version its store was made with.")):
+    """Fetch Neo4j Community from Maven Central (first time only) and start it on 127.0.0.1."""
+    from seeder_dgl.graphstore.versions import check_version
+
     settings, server = _local_server()
     if server is None:
         console.print(f"NEO4J_URI is set ({settings.uri}): using that server, starting nothing.")
         return
+    if version is not None:
+        server.settings.version = check_version(version)
     server.preflight()
     if not server.jars_present():
-        with console.status("Fetching Neo4j jars from Maven Central (first run only)..."):
+        with console.status(f"Fetching Neo4j {server.settings.version} jars from Maven Central (first run only)..."):
             server.fetch()
     with console.status(f"Starting Neo4j on {server.settings.uri}..."):
         pid, started = server.start(timeout=timeout)
     verb = "started" if started else "already running"
-    console.print(f"Neo4j {verb}: pid {pid}, {server.settings.uri}, data in {server.settings.data_dir}")
+    console.print(f"Neo4j {server.settings.version} {verb}: pid {pid}, {server.settings.uri}, "
+                  f"data in {server.settings.data_dir}")
     if server.procedures_problem:
         err_console.print(f"[yellow]warning:[/] {server.procedures_problem}; K-hop runs through Cypher",
                           highlight=False, soft_wrap=True)
@@ -89,17 +99,22 @@ def neo4j_start(timeout: float = typer.Option(180.0, help="Seconds to wait for B
 
 @neo4j_app.command("plugin")
 @one_line_errors
-def neo4j_plugin():
+def neo4j_plugin(version: Optional[str] = typer.Option(
+        None, "--version", help="The Neo4j release the jar is for (5.26.x or the calendar line; default "
+        "SEEDER_NEO4J_VERSION, else 5.26.30).")):
     """Build seeder-dgl's Neo4j procedures (once per version) and print the jar's path.
 
     `neo4j start` installs them in the local server itself. For a server of your own, copy the jar
     into its plugins/ folder and restart it: K-hop then runs inside the server (SEEDER_KHOP).
     """
     from seeder_dgl.graphstore.procedures import build_jar
-    from seeder_dgl.graphstore.server import ServerSettings, default_home
+    from seeder_dgl.graphstore.server import ServerSettings, java_for
+    from seeder_dgl.graphstore.versions import check_version
 
-    with err_console.status("Building the seeder-dgl procedures with Maven..."):
-        jar = build_jar(ServerSettings(home=default_home()).plugins_cache)
+    settings = ServerSettings.from_env()
+    target = check_version(version) if version is not None else settings.version
+    with err_console.status(f"Building the seeder-dgl procedures for Neo4j {target} with Maven..."):
+        jar = build_jar(settings.plugins_cache, target, java_for(target))
     typer.echo(str(jar))
 
 

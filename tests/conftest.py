@@ -33,7 +33,16 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # estimate grows with candidates x rows fails a test instead of a busy server
 # (tests/e2e/test_khop_cypher_vs_reference.py, the wide hub).
 TEST_TX_MEMORY = "128m"
-NEO4J_IMAGE = "neo4j:5.26-community"
+# Which Neo4j the session's server runs: SEEDER_NEO4J_VERSION (5.26.30 by default; CI's compatibility
+# lane sets the calendar release), for the local server and the container alike.
+def _session_neo4j_version() -> str:
+    from seeder_dgl.graphstore.versions import NEO4J_VERSION, check_version
+
+    return check_version(os.environ.get("SEEDER_NEO4J_VERSION") or NEO4J_VERSION)
+
+
+NEO4J_VERSION = _session_neo4j_version()
+NEO4J_IMAGE = f"neo4j:{NEO4J_VERSION}-community"
 
 
 @dataclass
@@ -73,7 +82,8 @@ def _start_testcontainer(stack: list) -> Neo4jTarget:
     container = Neo4jContainer(NEO4J_IMAGE, password="seeder-dgl").with_env(
         "NEO4J_db_memory_transaction_max", TEST_TX_MEMORY).with_env(
         "NEO4J_dbms_security_procedures_unrestricted", "seeder.trackChanges")
-    plugins = build_jar(ServerSettings(home=default_home()).plugins_cache).parent
+    settings = ServerSettings.from_env(home=default_home())
+    plugins = build_jar(settings.plugins_cache, settings.version).parent
     container.with_volume_mapping(str(plugins), "/plugins")
     container.start()
     stack.append(container.stop)

@@ -7,8 +7,9 @@ same stored data (embeddings, int8 sketches) with the in-memory reference's floa
 subgraph's embeddings as float32 bytes instead of float lists. ``LiveGraph`` uses them when the
 server has them, else the Cypher statements (``SEEDER_KHOP``: ``auto``, ``procedure`` or ``cypher``).
 
-The jar is built with Maven once per version of the Java sources and kept in
-``<SEEDER_NEO4J_HOME>/plugins/<hash of the sources>/``, alone in that folder, so the folder serves
+The jar is built with Maven once per version of the Java sources and of Neo4j (whose API jars it
+compiles against: Java 17 bytecode for 5.26, Java 21 for the calendar line) and kept in
+``<SEEDER_NEO4J_HOME>/plugins/<hash of the sources>-<Neo4j version>/``, alone in that folder, so the folder serves
 as the local server's plugins directory (``LocalNeo4j`` points its config there) and a changed
 source gets a new folder instead of two versions of the same procedures side by side.
 """
@@ -27,6 +28,7 @@ from neo4j import READ_ACCESS, Driver
 from neo4j.exceptions import DriverError, Neo4jError
 
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.versions import NEO4J_VERSION, required_java
 from seeder_dgl.paths import NEO4J_PROCEDURES
 
 JAR_NAME = "seeder-dgl-procedures.jar"
@@ -50,13 +52,16 @@ def sources_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def build_jar(cache: Path) -> Path:
-    """The jar of the current sources, built into ``cache/<hash>/`` unless it is there already.
+def build_jar(cache: Path, neo4j_version: str | None = None, java: str | None = None) -> Path:
+    """The jar of the current sources for ``neo4j_version`` (default: the 5.26 LTS release), built
+    into ``cache/<hash>-<version>/`` unless it is there already. ``java``: the Java whose JDK runs
+    Maven (the calendar line's API jars need a JDK 21 or newer to compile against).
 
     Maven runs offline first (``-o``: seconds, no network once its plugins are in ~/.m2), then
     online, which fetches the compiler and jar plugins from Maven Central the first time.
     """
-    folder = cache / sources_hash()
+    version = neo4j_version or NEO4J_VERSION
+    folder = cache / f"{sources_hash()}-{version}"
     jar = folder / JAR_NAME
     if jar.is_file():
         return jar
@@ -66,20 +71,25 @@ def build_jar(cache: Path) -> Path:
                               "(Debian: apt-get install maven)")
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=cache))
+    env = dict(os.environ)
+    if java:  # the JDK beside that java runs Maven's compiler
+        env["JAVA_HOME"] = str(Path(java).resolve().parent.parent)
     try:
         built = staging / "build" / "plugins" / JAR_NAME
         reason = ""
         for offline in (True, False):
             cmd = [mvn, "-q", "-B", *(["-o"] if offline else []), "-f", str(NEO4J_PROCEDURES / "pom.xml"),
-                   "package", f"-Dseeder.build={staging / 'build'}"]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+                   "package", f"-Dseeder.build={staging / 'build'}", f"-Dneo4j.version={version}",
+                   f"-Dmaven.compiler.release={required_java(version)}"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if proc.returncode == 0 and built.is_file():
                 break
             errors = [line.strip() for line in (proc.stdout + proc.stderr).splitlines() if "ERROR" in line]
             reason = errors[0] if errors else f"mvn exited {proc.returncode}"
         else:
             raise ProceduresError(f"could not build the seeder-dgl procedures with Maven ({reason[:200]}): they need "
-                                  "a JDK 17 (Debian: apt-get install openjdk-17-jdk-headless) and, the first time, "
+                                  f"a JDK {required_java(version)} (Debian: apt-get install openjdk-17-jdk-headless for 5.26) and, "
+                                  "the first time, "
                                   "Maven Central")
         (staging / "jar").mkdir()
         os.replace(built, staging / "jar" / JAR_NAME)

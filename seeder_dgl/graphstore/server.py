@@ -1,7 +1,8 @@
-"""The project's own local Neo4j server: Neo4j 5.26 Community from Maven Central, run on Java 17.
+"""The project's own local Neo4j server: Community from Maven Central, either the 5.26 LTS line (Java
+17+, the default) or the current calendar line (2025.x/2026.x, Java 21+).
 
-`seeder-dgl neo4j start|stop|status` drives ``LocalNeo4j``. The jars are fetched once with
-Maven (``neo4j/pom.xml``) into ``<home>/lib``; the server runs
+`seeder-dgl neo4j start [--version V]` drives ``LocalNeo4j``. The jars of each version are fetched
+once with Maven (``neo4j/pom.xml``, ``-Dneo4j.version=V``) into ``<home>/lib-<V>``; the server runs
 ``org.neo4j.server.CommunityEntryPoint`` in its own process session, so it outlives the command
 that started it, and is stopped through its pid file. Each start also installs seeder-dgl's own
 procedures (``neo4j/procedures/``, built with Maven once per version of their sources; see
@@ -16,15 +17,24 @@ import signal
 import socket
 import subprocess
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.versions import (NEO4J_CALENDAR_VERSION, NEO4J_VERSION, check_version, parse_version,
+                                             required_java)
 from seeder_dgl.paths import NEO4J_POM, project_root
 
-NEO4J_VERSION = "5.26.30"
 POM = NEO4J_POM
+VERSION_FILE = "neo4j-version"
+"""In the instance folder: the version whose store the data folder holds (a newer server would
+upgrade it for good, an older one cannot read it, so a start with another version is refused)."""
+
 ENTRY_POINT = "org.neo4j.server.CommunityEntryPoint"
+"""5.26's server class; the calendar line renamed it (``Neo4jCommunity``): ``entry_point`` reads the
+one the server jar declares as its ``org.neo4j.server.startup.EntryPoint`` service."""
+ENTRY_POINT_SERVICE = "META-INF/services/org.neo4j.server.startup.EntryPoint"
 ADMIN_TOOL = "org.neo4j.cli.AdminTool"
 
 
@@ -62,6 +72,8 @@ class ServerSettings:
     """Most heap one transaction may use (``db.memory.transaction.max``, e.g. ``256m``;
     ``SEEDER_NEO4J_TX_MEMORY``). Unset, only Neo4j's pool for all transactions (70% of the heap)
     applies. The tests set it, so a statement whose memory grows out of proportion fails there."""
+    version: str = NEO4J_VERSION
+    """Which Neo4j release runs (``SEEDER_NEO4J_VERSION``, ``neo4j start --version``)."""
     track_changes: bool = True
     """Let ``seeder.trackChanges`` out of the procedure sandbox
     (``dbms.security.procedures.unrestricted``): K-hop then walks an in-memory copy of a dataset's
@@ -97,6 +109,7 @@ class ServerSettings:
             pagecache=os.environ.get("SEEDER_NEO4J_PAGECACHE", "2g"),
             vector_buffer_mb=cls._int_env("SEEDER_NEO4J_VECTOR_BUFFER_MB", 50),
             tx_memory=cls._size_env("SEEDER_NEO4J_TX_MEMORY"),
+            version=check_version(os.environ.get("SEEDER_NEO4J_VERSION") or NEO4J_VERSION),
         )
 
     @property
@@ -105,11 +118,12 @@ class ServerSettings:
 
     @property
     def lib_dir(self) -> Path:
-        return self.home / "lib"
+        """The jars of this version (shared by every instance)."""
+        return self.home / f"lib-{self.version}"
 
     @property
     def plugins_cache(self) -> Path:
-        """The built procedure jars, one folder per version of their sources (shared like lib/)."""
+        """The built procedure jars, one folder per version of their sources and of Neo4j (shared like lib/)."""
         return self.home / "plugins"
 
     @property
@@ -133,28 +147,56 @@ class ServerSettings:
         return self.instance_dir / "neo4j.pid"
 
 
-def _java() -> str:
+def _java_major(java: str) -> int:
+    """``openjdk version "17.0.15" 2025-04-15`` -> 17, ``"25" 2025-09-16`` -> 25, ``"1.8.0_402"`` -> 8."""
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not match:
+        return 0
+    first = int(match.group(1))
+    return int(match.group(2) or 0) if first == 1 else first
+
+
+JVM_DIR = Path("/usr/lib/jvm")
+"""Where Debian and Temurin packages put their JDKs: searched for a Java the version needs."""
+
+
+def _java_candidates() -> list[str]:
+    """JAVA_HOME's java, the one on PATH, then every JDK or JRE under ``JVM_DIR``."""
+    found = []
     java_home = os.environ.get("JAVA_HOME")
-    candidate = Path(java_home) / "bin" / "java" if java_home else None
-    if candidate is not None and candidate.exists():
-        return str(candidate)
-    found = shutil.which("java")
-    if not found:
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        found.append(str(Path(java_home) / "bin" / "java"))
+    if shutil.which("java"):
+        found.append(shutil.which("java"))
+    found += [str(p) for p in sorted(JVM_DIR.glob("*/bin/java"))]
+    unique = []
+    for java in found:
+        if java not in unique:
+            unique.append(java)
+    return unique
+
+
+def _java(minimum: int = 17) -> str:
+    """The first Java of at least ``minimum`` among ``_java_candidates``."""
+    candidates = _java_candidates()
+    if not candidates:
         raise Neo4jServerError(
-            "Java 17 was not found: install it (Debian: apt-get install openjdk-17-jre-headless) "
+            f"Java {minimum} was not found: install it (Debian: apt-get install openjdk-17-jre-headless) "
             "or set NEO4J_URI to a running Neo4j"
         )
-    return found
+    majors = {java: _java_major(java) for java in candidates}
+    for java, major in majors.items():
+        if major >= minimum:
+            return java
+    seen = ", ".join(f"Java {m} at {j}" for j, m in majors.items())
+    raise Neo4jServerError(f"this Neo4j needs Java {minimum} or newer, found {seen}: install one and set "
+                           "JAVA_HOME to it, or set NEO4J_URI to a running Neo4j")
 
 
-def _java_major(java: str) -> int:
-    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
-    # 'openjdk version "17.0.15" 2025-04-15' -> 17
-    for token in out.replace('"', " ").split():
-        head = token.split(".")[0]
-        if head.isdigit() and "." in token:
-            return int(head)
-    return 0
+def java_for(version: str) -> str:
+    """A Java that runs (and a JDK beside it that builds procedures for) Neo4j ``version``."""
+    return _java(required_java(version))
 
 
 def _port_in_use(port: int) -> bool:
@@ -200,11 +242,23 @@ class LocalNeo4j:
 
     # ---- jars -------------------------------------------------------------------------------
     def jars_present(self) -> bool:
-        lib = self.settings.lib_dir
-        return (lib / f"neo4j-{NEO4J_VERSION}.jar").exists() and (lib / ".complete").exists()
+        lib, version = self.settings.lib_dir, self.settings.version
+        return (lib / f"neo4j-{version}.jar").exists() and (lib / ".complete").exists()
+
+    def _adopt_unversioned_lib(self) -> None:
+        """Jars fetched before versions had folders of their own lie in ``lib/``: renamed, not fetched again."""
+        old = self.settings.home / "lib"
+        try:
+            if (old / ".complete").read_text().strip() == self.settings.version:
+                os.replace(old, self.settings.lib_dir)
+        except OSError:
+            pass
 
     def fetch(self, quiet: bool = True) -> Path:
         """Copy Neo4j and its dependencies from Maven Central into ``lib/`` (once)."""
+        if self.jars_present():
+            return self.settings.lib_dir
+        self._adopt_unversioned_lib()
         if self.jars_present():
             return self.settings.lib_dir
         mvn = shutil.which("mvn")
@@ -213,29 +267,39 @@ class LocalNeo4j:
                 "Maven was not found, so the Neo4j jars cannot be fetched: install it "
                 "(Debian: apt-get install maven) or set NEO4J_URI to a running Neo4j"
             )
-        lib = self.settings.lib_dir
-        staging = lib.with_name("lib.partial")
+        lib, version = self.settings.lib_dir, self.settings.version
+        staging = lib.with_name(lib.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
-        cmd = [mvn, "-B", "-f", str(POM), "dependency:copy-dependencies",
+        cmd = [mvn, "-B", "-f", str(POM), "dependency:copy-dependencies", f"-Dneo4j.version={version}",
                f"-DoutputDirectory={staging}", "-Dmdep.useRepositoryLayout=false"]
         if quiet:
             cmd.insert(1, "-q")
         proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0 or not (staging / f"neo4j-{NEO4J_VERSION}.jar").exists():
+        if proc.returncode != 0 or not (staging / f"neo4j-{version}.jar").exists():
             detail = [line for line in (proc.stdout + proc.stderr).splitlines() if "ERROR" in line]
             reason = detail[0].strip() if detail else f"mvn exited {proc.returncode}"
             shutil.rmtree(staging, ignore_errors=True)
             raise Neo4jServerError(
-                f"could not fetch Neo4j {NEO4J_VERSION} from Maven Central ({reason[:200]}); "
+                f"could not fetch Neo4j {version} from Maven Central ({reason[:200]}); "
                 "check the network or proxy, or set NEO4J_URI to a running Neo4j"
             )
-        (staging / ".complete").write_text(NEO4J_VERSION)
+        (staging / ".complete").write_text(version)
         shutil.rmtree(lib, ignore_errors=True)
         os.replace(staging, lib)  # the folder appears whole or not at all
         return lib
 
+    def entry_point(self) -> str:
+        """The class that starts this version's Community server, as its jar declares it."""
+        jar = self.settings.lib_dir / f"neo4j-{self.settings.version}.jar"
+        try:
+            with zipfile.ZipFile(jar) as archive:
+                declared = archive.read(ENTRY_POINT_SERVICE).decode().split()
+        except (OSError, KeyError, zipfile.BadZipFile):
+            return ENTRY_POINT
+        return declared[0] if declared else ENTRY_POINT
+
     # ---- procedures -------------------------------------------------------------------------
-    def install_procedures(self) -> Path | None:
+    def install_procedures(self, java: str | None = None) -> Path | None:
         """The plugins folder holding the procedure jar of the current sources, built when missing;
         None, with the reason in ``procedures_problem``, when it cannot be built. A server without
         the procedures still serves every command (K-hop runs through Cypher), so that is no
@@ -243,7 +307,8 @@ class LocalNeo4j:
         from seeder_dgl.graphstore.procedures import ProceduresError, build_jar
 
         try:
-            jar = build_jar(self.settings.plugins_cache)
+            jar = build_jar(self.settings.plugins_cache, self.settings.version,
+                            java or java_for(self.settings.version))
         except ProceduresError as exc:
             self.procedures_problem = str(exc)
             return None
@@ -310,12 +375,26 @@ class LocalNeo4j:
     def is_running(self) -> bool:
         return self.pid() is not None
 
+    def store_version(self) -> str | None:
+        """The version whose store the instance's data folder holds (None: no store yet). A data folder
+        written before versions were recorded is 5.26's, the only version then."""
+        s = self.settings
+        try:
+            return s.instance_dir.joinpath(VERSION_FILE).read_text().strip()
+        except OSError:
+            return NEO4J_VERSION if (s.data_dir / "databases").exists() else None
+
     def preflight(self) -> str:
-        """Check what a start needs before fetching anything: Java 17+ and a free port. Returns java."""
-        java = _java()
-        major = _java_major(java)
-        if major and major < 17:
-            raise Neo4jServerError(f"Neo4j 5.26 needs Java 17 or newer, found Java {major} at {java}")
+        """Check what a start needs before fetching anything: a Java for this version, a store of the
+        same version, and a free port. Returns java."""
+        s = self.settings
+        java = java_for(s.version)
+        held = self.store_version()
+        if held is not None and held != s.version:
+            raise Neo4jServerError(
+                f"the instance {s.instance_dir} holds a Neo4j {held} store, and Neo4j {s.version} would "
+                f"{'upgrade it for good' if parse_version(s.version) > parse_version(held) else 'not read it'}: "
+                f"start it with --version {held}, or give the new version its own SEEDER_NEO4J_HOME")
         if self.pid() is None and _port_in_use(self.settings.port):
             raise Neo4jServerError(
                 f"port {self.settings.port} on 127.0.0.1 is already in use by another process: stop it, "
@@ -336,14 +415,18 @@ class LocalNeo4j:
             s.pid_file.unlink()  # stale: the process is gone
         java = self.preflight()
         self.fetch()
-        self.write_config(self.install_procedures())
+        self.write_config(self.install_procedures(java))
         self._set_initial_password(java)
+        version_file = s.instance_dir / VERSION_FILE
+        if not version_file.exists():
+            version_file.with_suffix(".tmp").write_text(s.version)
+            os.replace(version_file.with_suffix(".tmp"), version_file)
         cmd = [
             java, f"-Xms{s.heap}", f"-Xmx{s.heap}", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError",
             # Lucene's vector search uses the incubating Vector API when it is there.
             "--add-modules=jdk.incubator.vector",
             "-Dfile.encoding=UTF-8",
-            "-cp", f"{s.lib_dir}/*", ENTRY_POINT,
+            "-cp", f"{s.lib_dir}/*", self.entry_point(),
             f"--home-dir={s.instance_dir}", f"--config-dir={s.conf_dir}",
         ]
         console = open(s.logs_dir / "console.log", "ab")

@@ -10,6 +10,7 @@ import pytest
 
 from seeder_dgl.graphstore import procedures
 from seeder_dgl.graphstore.procedures import JAR_NAME, ProceduresError, build_jar, sources_hash
+from seeder_dgl.graphstore.versions import NEO4J_CALENDAR_VERSION, NEO4J_VERSION
 from seeder_dgl.graphstore.server import LocalNeo4j, ServerSettings
 
 # A stand-in for Maven: logs its arguments, fails offline while $FAIL_OFFLINE is set and always
@@ -50,7 +51,7 @@ def fake_maven(tmp_path, monkeypatch) -> Path:
 def test_the_jar_is_built_once_per_version_of_the_sources(fake_maven, tmp_path):
     cache = tmp_path / "plugins"
     jar = build_jar(cache)
-    assert jar == cache / sources_hash() / JAR_NAME and jar.is_file()
+    assert jar == cache / f"{sources_hash()}-{NEO4J_VERSION}" / JAR_NAME and jar.is_file()
     assert sorted(p.name for p in jar.parent.iterdir()) == [JAR_NAME]  # the folder is a plugins directory
     assert build_jar(cache) == jar and len(fake_maven.read_text().splitlines()) == 1  # cached
     (call,) = fake_maven.read_text().splitlines()
@@ -59,8 +60,14 @@ def test_the_jar_is_built_once_per_version_of_the_sources(fake_maven, tmp_path):
     java = next((procedures.NEO4J_PROCEDURES / "src").rglob("Retrieval.java"))
     java.write_text(java.read_text() + "\n// changed\n")
     changed = build_jar(cache)
-    assert changed.parent.name == sources_hash() != jar.parent.name and changed.is_file()
+    assert changed.parent.name == f"{sources_hash()}-{NEO4J_VERSION}" != jar.parent.name and changed.is_file()
     assert len(fake_maven.read_text().splitlines()) == 2
+
+    # the calendar line: its own jar, compiled for Java 21 against that version's API jars
+    calendar = build_jar(cache, NEO4J_CALENDAR_VERSION)
+    assert calendar.parent.name == f"{sources_hash()}-{NEO4J_CALENDAR_VERSION}" and calendar.is_file()
+    call = fake_maven.read_text().splitlines()[-1].split()
+    assert f"-Dneo4j.version={NEO4J_CALENDAR_VERSION}" in call and "-Dmaven.compiler.release=21" in call
     assert not [p for p in cache.iterdir() if p.name.startswith(".build-")]  # no staging left behind
 
 
@@ -76,7 +83,7 @@ def test_a_failed_build_is_one_line_and_the_server_starts_without_the_procedures
     with pytest.raises(ProceduresError, match=r"No compiler is provided.*openjdk-17-jdk-headless") as caught:
         build_jar(tmp_path / "plugins")
     assert "\n" not in str(caught.value)
-    assert not (tmp_path / "plugins" / sources_hash()).exists()
+    assert not list((tmp_path / "plugins").glob(f"{sources_hash()}*"))
 
     server = LocalNeo4j(ServerSettings(home=tmp_path / "home"))
     assert server.install_procedures() is None and "No compiler" in server.procedures_problem
