@@ -138,6 +138,7 @@ def neo4j_status():
     """Say whether the server answers, its version and edition, and whether it has seeder-dgl's procedures."""
     from seeder_dgl.graphstore.connection import open_driver, server_components
     from seeder_dgl.graphstore.procedures import server_has_procedures
+    from seeder_dgl.graphstore.versions import version_supported
 
     settings, server = _local_server()
     if server is not None and not server.is_running():
@@ -149,6 +150,9 @@ def neo4j_status():
     pid = f", pid {server.pid()}" if server is not None else ""
     console.print(f"Neo4j {info['versions'][0]} {info['edition']} answers at {settings.uri}{pid}, "
                   f"{procedures} seeder-dgl's procedures")
+    if not version_supported(info["versions"][0]):
+        err_console.print(f"[yellow]warning:[/] seeder-dgl needs Neo4j 5.26 or newer (5.26 LTS or the calendar line "
+                          f"2025.x and later); this server is {info['versions'][0]}", highlight=False)
 
 
 # ---- shared option helpers ---------------------------------------------------------------------
@@ -798,6 +802,52 @@ def serve_command(
         console.print(f"{served.name}: default method {served.default_method}{why}", markup=False, highlight=False)
     console.print(f"Serving on http://{host}:{port}/ (API documentation at /docs); Ctrl-C stops.")
     uvicorn.run(web, host=host, port=port, log_level="info")
+
+
+# ---- mcp --------------------------------------------------------------------------------------
+@app.command("mcp")
+@one_line_errors
+def mcp_command(
+    datasets: list[str] = typer.Argument(None, help="Datasets to serve; the first is the default "
+                                                    "\\[default: every completely ingested one]."),
+    transport: str = typer.Option("stdio", help="stdio (an MCP client starts this command) or http "
+                                                "(streamable HTTP at http://HOST:PORT/mcp)."),
+    host: str = typer.Option("127.0.0.1", help="With --transport http: address to listen on."),
+    port: int = typer.Option(8001, help="With --transport http: port to listen on."),
+    allowed_host: list[str] = typer.Option(None, "--allowed-host", help="With --transport http: another Host "
+                                           "header to accept (DNS-rebinding protection accepts localhost only)."),
+    method: str = typer.Option("seeder", help="Default method of retrieve: seeder, dense, khop or ppr."),
+    profile: str = typer.Option(None, help="Retrieval settings for every dataset served, as for query."),
+):
+    """Serve retrieval to LLM agents over the Model Context Protocol (read-only tools).
+
+    Tools: retrieve (a question -> ranked nodes with their texts and the triples among them),
+    subgraph (node ids -> the relationships among them) and datasets (what is served: node and
+    relation types, methods). Needs `pip install 'seeder-dgl[mcp]'`. Over stdio nothing but the
+    protocol goes to stdout; progress and errors go to stderr.
+    """
+    from seeder_dgl.threads import configure_threads
+
+    configure_threads()
+    try:
+        from seeder_dgl.serving import mcp as mcp_server
+    except ImportError as exc:
+        raise SeederError(str(exc)) from None
+    if transport not in mcp_server.TRANSPORTS:
+        raise SeederError(f"unknown transport {transport!r}: choose one of {', '.join(mcp_server.TRANSPORTS)}")
+    if transport == "http":
+        from seeder_dgl.serving.app import check_address
+
+        check_address(host, port)
+    with err_console.status("Loading the encoder and policy, warming Neo4j's query plans..."):
+        served, driver = mcp_server.open_datasets(datasets or [], method=method, profile=profile)
+    try:
+        where = "stdio" if transport == "stdio" else f"http://{host}:{port}/mcp"
+        err_console.print(f"MCP server for {', '.join(served.served)} on {where}; Ctrl-C stops.", highlight=False)
+        mcp_server.run(mcp_server.build_server(served), transport, host=host, port=port,
+                       allowed_hosts=allowed_host or ())
+    finally:
+        driver.close()
 
 
 # ---- eval -------------------------------------------------------------------------------------

@@ -412,6 +412,22 @@ class LiveGraph:
         return ([found["types"][r] for r in rows], [found["names"][r] for r in rows],
                 [found["texts"][r] or "" for r in rows])
 
+    def find_nodes(self, node_ids) -> list[tuple[int, str, str, str]]:
+        """(id, type, name, text) of those of ``node_ids`` the dataset holds, in the order given
+        (unlike ``describe``, ids it does not hold are left out instead of being an error)."""
+        ids = list(dict.fromkeys(int(i) for i in node_ids))
+        if not ids:
+            return []
+        found = self._lists("retrieval/node_descriptions", "reading node descriptions", ids=ids)
+        row_of = {int(node): row for row, node in enumerate(found["ids"])}
+        return [(i, found["types"][row_of[i]], found["names"][row_of[i]], found["texts"][row_of[i]] or "")
+                for i in ids if i in row_of]
+
+    def node_types(self) -> dict[str, int]:
+        """Node type -> how many nodes of the dataset have it, most first (one scan of the label)."""
+        found = self._lists("retrieval/node_types", "counting the node types")
+        return dict(zip(found["types"], (int(c) for c in found["counts"])))
+
     def triples(self, node_ids) -> list[tuple[str, str, str]]:
         """(head name, relation, tail name) of every stored relationship among the nodes."""
         return [(h, r, t) for _, h, r, _, t in self.edges(node_ids)]

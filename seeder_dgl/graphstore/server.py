@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seeder_dgl.errors import SeederError
-from seeder_dgl.graphstore.versions import (NEO4J_CALENDAR_VERSION, NEO4J_VERSION, check_version, parse_version,
-                                             required_java)
+from seeder_dgl.graphstore.versions import NEO4J_VERSION, check_version, parse_version, required_java
 from seeder_dgl.paths import NEO4J_POM, project_root
 
 POM = NEO4J_POM

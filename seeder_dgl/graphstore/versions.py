@@ -51,3 +51,12 @@ def check_version(text: str) -> str:
         raise Neo4jVersionError(f"Neo4j {version} is older than 5.26, which seeder-dgl needs: use "
                                 f"{NEO4J_VERSION} or {NEO4J_CALENDAR_VERSION}")
     return version
+
+
+def version_supported(text: str) -> bool:
+    """Whether a server reporting version ``text`` (``dbms.components()``) runs seeder-dgl's statements:
+    5.26 or any calendar release (``2025.01.0``, ``2026.08.1``, ``2026.08.1-aura``)."""
+    try:
+        return parse_version(text) >= (5, 26, 0)
+    except ValueError:
+        return False

@@ -3,6 +3,7 @@ graph of its own: the retrieved nodes and triples reach the LLM (a deterministic
 answers only from the context it is given; no network, no model download)."""
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 
@@ -151,11 +152,25 @@ def test_langchain_retriever_returns_one_document_per_node(films, neo4j_driver):
     name, encoder = films
     with Retriever(name, driver=neo4j_driver, encoder=encoder, **SMALL) as direct:
         expected = direct.retrieve("who starred in Drive", k=4)
-        documents = SeederLangChainRetriever(retriever=direct, k=4).invoke("who starred in Drive")
+        lc = SeederLangChainRetriever(retriever=direct, k=4)
+        documents = lc.invoke("who starred in Drive")
+        awaited = asyncio.run(lc.ainvoke("who starred in Drive"))  # langchain-core 1.x's async path
     assert [d.metadata["id"] for d in documents] == [n.id for n in expected.nodes]
+    assert [(d.page_content, d.metadata) for d in awaited] == [(d.page_content, d.metadata) for d in documents]
     assert documents[0].page_content.startswith(f"{expected.nodes[0].name} ({expected.nodes[0].type})")
     assert sorted(t for d in documents for t in d.metadata["triples"]) == sorted(expected.triples())
     assert {d.metadata["dataset"] for d in documents} == {name}
+
+
+def test_the_retriever_as_a_tool_answers_like_search(films, neo4j_driver):
+    """neo4j-graphrag 1.22's ``convert_to_tool``: what an LLM's tool call (or ``ToolsRetriever``) runs."""
+    name, encoder = films
+    with SeederRetriever(neo4j_driver, name, encoder=encoder, top_k=4, **SMALL) as retriever:
+        tool = retriever.convert_to_tool("movie_graph", "Movies, people and genres")
+        called = tool.execute(query_text="who starred in Drive", top_k=3)
+        searched = retriever.search(query_text="who starred in Drive", top_k=3)
+    assert tool.get_name() == "movie_graph" and tool.get_parameters()["required"] == ["query_text"]
+    assert [i.content for i in called.items] == [i.content for i in searched.items] and len(called.items) == 3
 
 
 def test_user_errors_are_one_line_seeder_errors(films, neo4j_driver):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +23,8 @@ import pytest
 from typer.testing import CliRunner
 
 from seeder_dgl.cli import app
-from tests.helpers.own_graph import OwnGraph, company_graph, write_tables
+from tests.helpers.own_graph import OwnGraph, company_graph, ingested_graph
+from tests.helpers.processes import free_port, stop
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 START_TIMEOUT_S = 240
@@ -41,12 +41,6 @@ class Server:
     embeddings: Path
     """The embedding cache on disk the server uses (the ingest filled it with node texts)."""
     env: dict
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def call(url: str, body=None) -> tuple[int, object]:
@@ -81,17 +75,9 @@ def server(neo4j_target, tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
     name = "serve" + uuid.uuid4().hex[:8]
     graph = company_graph(seed=4, people=24)
-    write_tables(graph, root / "graph", "jsonl")  # node tables: typed nodes, coloured by type on the page
-    env = {"NEO4J_URI": neo4j_target.uri, "NEO4J_USER": neo4j_target.user, "NEO4J_PASSWORD": neo4j_target.password,
-           "SEEDER_CACHE": str(root / "cache"), "SEEDER_RUNS": str(root / "runs"),
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in env.items():
-            patch.setenv(key, value)
-        patch.delenv("SEEDER_EMBEDDINGS", raising=False)
-        ingested = runner.invoke(app, ["ingest", name, "--source", str(root / "graph")])
-        assert ingested.exit_code == 0, ingested.output
-        port = _free_port()
+    # node tables: typed nodes, coloured by type on the page
+    with ingested_graph(neo4j_target, root, name, graph, "jsonl") as env:
+        port = free_port()
         log = root / "serve.log"
         with open(log, "w") as out:
             process = subprocess.Popen([sys.executable, "-m", "seeder_dgl.cli", "serve", name, "--port", str(port)],
@@ -101,13 +87,7 @@ def server(neo4j_target, tmp_path_factory):
             _wait_until_up(url, process, log)
             yield Server(url, name, graph, root / "cache" / "embeddings", env)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            runner.invoke(app, ["drop", name, "--yes"])
+            stop(process)
 
 
 def _employee(graph: OwnGraph) -> tuple[str, str]:

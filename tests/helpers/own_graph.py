@@ -3,6 +3,7 @@ write their own graphs (triples in several separators, node/edge tables in sever
 1- and 2-hop questions answered by name, no topic marked and no split given."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 from dataclasses import dataclass
@@ -122,3 +123,31 @@ def write_questions(graph: OwnGraph, folder: Path, fmt: str = "csv") -> Path:
         path = folder / "questions.jsonl"
         path.write_text("".join(json.dumps(q) + "\n" for q in graph.questions), encoding="utf-8")
     return path
+
+
+@contextlib.contextmanager
+def ingested_graph(neo4j_target, root: Path, name: str, graph: OwnGraph, fmt: str = "csv"):
+    """``graph`` written as node/edge tables under ``root`` and ingested as ``name`` on the test
+    server, with the process environment (NEO4J_*, caches and runs under ``root``, offline) set
+    while the block runs; the dataset is dropped afterwards. Yields that environment (also for a
+    server's own process)."""
+    import pytest
+    from typer.testing import CliRunner
+
+    from seeder_dgl.cli import app
+
+    runner = CliRunner()
+    write_tables(graph, root / "graph", fmt)
+    env = {"NEO4J_URI": neo4j_target.uri, "NEO4J_USER": neo4j_target.user, "NEO4J_PASSWORD": neo4j_target.password,
+           "SEEDER_CACHE": str(root / "cache"), "SEEDER_RUNS": str(root / "runs"),
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        patch.delenv("SEEDER_EMBEDDINGS", raising=False)
+        ingested = runner.invoke(app, ["ingest", name, "--source", str(root / "graph")])
+        assert ingested.exit_code == 0, ingested.output
+        try:
+            yield env
+        finally:
+            runner.invoke(app, ["drop", name, "--yes"])

@@ -11,7 +11,7 @@ import pytest
 from seeder_dgl.graphstore import server as server_module
 from seeder_dgl.graphstore.server import VERSION_FILE, LocalNeo4j, Neo4jServerError, ServerSettings
 from seeder_dgl.graphstore.versions import (NEO4J_CALENDAR_VERSION, NEO4J_VERSION, Neo4jVersionError, check_version,
-                                            is_calendar_version, parse_version, required_java)
+                                            is_calendar_version, parse_version, required_java, version_supported)
 
 
 def test_calendar_versions_parse_and_compare_above_every_5x():
@@ -22,6 +22,8 @@ def test_calendar_versions_parse_and_compare_above_every_5x():
     assert required_java("2026.08.1") == 21 and required_java("5.26.30") == 17
     with pytest.raises(ValueError):
         parse_version("latest")
+    assert [version_supported(v) for v in ("5.26.0", "2025.01.0", "2026.08.1-aura", "5.25.9", "4.4.30", "dev")] == [
+        True, True, True, False, False, False]
 
 
 def test_versions_and_aliases_are_checked_in_one_line():
