@@ -1,6 +1,7 @@
 """Shared bits of the benchmark commands: where results go, machine facts, atomic writes."""
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -50,3 +51,22 @@ def percentile(values, q: float) -> float:
     import numpy as np
 
     return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else float("nan")
+
+
+STACK_PACKAGES = ("torch", "numpy", "pandas", "transformers", "sentence-transformers", "neo4j", "dgl")
+
+
+def stack_versions(python: str) -> dict:
+    """The versions of the Python stack that ``python`` imports (None where a package is absent):
+    runs with another Python (``--baseline-python``) compare stacks on the same code."""
+    code = ("import json, importlib.metadata as m\n"
+            "def v(n):\n"
+            "    try: return m.version(n)\n"
+            "    except m.PackageNotFoundError: return None\n"
+            f"print(json.dumps({{n: v(n) for n in {list(STACK_PACKAGES)!r}}}))")
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def stack_line(versions: dict) -> str:
+    return ", ".join(f"{name} {version}" for name, version in versions.items() if version)

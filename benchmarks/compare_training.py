@@ -66,8 +66,8 @@ def child(args: argparse.Namespace) -> None:
                       "policy_p95_ms": float(np.percentile(times, 95))}))
 
 
-def run_once(tree: Path, args: argparse.Namespace, cache: Path) -> dict:
-    command = [sys.executable, str(HERE), "--child", str(tree), "--queries", str(args.queries),
+def run_once(tree: Path, args: argparse.Namespace, cache: Path, python: str = sys.executable) -> dict:
+    command = [python, str(HERE), "--child", str(tree), "--queries", str(args.queries),
                "--workers", str(args.workers), "--profile", args.profile,
                "--latency-queries", str(args.latency_queries)]
     env = {**os.environ, "SEEDER_CACHE": str(cache)}
@@ -88,6 +88,8 @@ def main() -> None:
     parser.add_argument("--latency-queries", type=int, default=100,
                         help="validation questions ranked one at a time (also the epoch's validation)")
     parser.add_argument("--tag", default=None)
+    parser.add_argument("--baseline-python", default=sys.executable,
+                        help="the Python (venv) that runs the baseline: with --baseline . it compares two stacks")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -100,8 +102,11 @@ def main() -> None:
         parser.error(f"--baseline {baseline}: not a checkout of this project (no seeder_dgl/ there)")
 
     sys.path.insert(0, str(REPO))
-    from benchmarks.common import cpu_probe, machine, probe_line, write_result
+    from benchmarks.common import cpu_probe, machine, probe_line, stack_line, stack_versions, write_result
     from seeder_dgl.datasets import cache_root
+
+    pythons = {"baseline": args.baseline_python, "this": sys.executable}
+    stacks = {name: stack_versions(python) for name, python in pythons.items()}
 
     cache = cache_root()
     commits = {}
@@ -114,7 +119,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {"baseline": [], "this": []}
     for round_ in range(1, args.rounds + 1):
         for name, tree in (("baseline", baseline), ("this", REPO)):
-            runs[name].append(run_once(tree, args, cache))
+            runs[name].append(run_once(tree, args, cache, pythons[name]))
             print(f"round {round_}/{args.rounds} {name}: {runs[name][-1]['queries_per_second']:.1f} questions/s, "
                   f"policy p50 {runs[name][-1]['policy_p50_ms']:.1f} ms", flush=True)
     probe_after = cpu_probe()
@@ -122,14 +127,18 @@ def main() -> None:
     medians = {name: {k: statistics.median(r[k] for r in rs) for k in keys} for name, rs in runs.items()}
     ratio = medians["this"]["queries_per_second"] / medians["baseline"]["queries_per_second"]
     payload = {"machine": machine(), "profile": args.profile, "workers": args.workers, "queries": args.queries,
-               "rounds": args.rounds, "commits": commits, "runs": runs, "medians": medians,
+               "rounds": args.rounds, "commits": commits, "stacks": stacks, "runs": runs, "medians": medians,
                "speedup_of_medians": ratio, "cpu_probe_ms": [probe_before, probe_after]}
     md = "\n".join([
-        f"# Training speed, this checkout ({commits['this']}) against {commits['baseline']}", "",
+        (f"# Training speed, this checkout ({commits['this']}) against {commits['baseline']}"
+         if commits["this"] != commits["baseline"] or pythons["this"] == pythons["baseline"] else
+         f"# Training speed, the same code ({commits['this']}) on two Python stacks"), "",
         f"Machine: {payload['machine']['cpu']}, {payload['machine']['cores']} cores. Command: `python "
         f"benchmarks/compare_training.py --baseline <checkout of {commits['baseline']}> --rounds {args.rounds} "
-        f"--queries {args.queries} --workers {args.workers} --profile {args.profile}`. "
+        f"--queries {args.queries} --workers {args.workers} --profile {args.profile}"
+        + (f" --baseline-python {args.baseline_python}" if args.baseline_python != sys.executable else "") + "`. "
         + probe_line(probe_before, probe_after), "",
+        f"Stacks: baseline {stack_line(stacks['baseline'])}; this {stack_line(stacks['this'])}.", "",
         f"One epoch of MetaQA's {args.profile}-profile training config on {args.queries} MetaQA 2-hop training "
         f"subgraphs with {args.workers} training process(es), the two versions alternated round by round; then "
         f"the trained policy ranking {args.latency_queries} validation subgraphs one query at a time "
