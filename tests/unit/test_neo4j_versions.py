@@ -107,7 +107,11 @@ def test_docker_compose_and_the_maven_files_name_the_versions_the_code_runs():
     services = yaml.safe_load((repo / "docker-compose.yml").read_text())["services"]
     assert services["neo4j"]["image"] == f"neo4j:{NEO4J_VERSION.rsplit('.', 1)[0]}-community"
     assert services["neo4j-calendar"]["image"] == f"neo4j:{NEO4J_CALENDAR_VERSION}-community"
+    import xml.etree.ElementTree as ElementTree
+
     for pom in ("neo4j/pom.xml", "neo4j/procedures/pom.xml"):
-        assert f"<neo4j.version>{NEO4J_VERSION}</neo4j.version>" in (repo / pom).read_text()
+        text = (repo / pom).read_text()
+        assert f"<neo4j.version>{NEO4J_VERSION}</neo4j.version>" in text
+        ElementTree.fromstring(text)  # Maven refuses a file that is not XML (e.g. "--" in a comment)
     makefile = (repo / "Makefile").read_text()
     assert f"NEO4J_CALENDAR ?= {NEO4J_CALENDAR_VERSION}" in makefile
