@@ -7,6 +7,7 @@ Neo4j. Questions are read from their files (they are not part of the graph).
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -175,6 +176,33 @@ def dataset_dir(name: str, cache: Path | None = None) -> Path:
     """``<cache>/<name>``: the dataset's exports, subgraphs and manifest (names are validated, so a
     name never reaches outside the cache folder); ``cache``: another cache folder than ``cache_root()``."""
     return (cache or cache_root()) / check_dataset_name(name)
+
+
+INGEST_RECORD = "ingest.json"
+TUNE_RECORD = "tune.json"
+DATASET_FOLDER_ENTRIES = frozenset({"export", "subgraphs", INGEST_RECORD, MANIFEST, TUNE_RECORD})
+"""What seeder-dgl writes into a dataset's cache folder: ``drop`` removes these and nothing else."""
+
+
+def remove_dataset_folder(name: str, cache: Path | None = None) -> list[str]:
+    """Remove what seeder-dgl keeps for dataset ``name`` in its cache folder (``DATASET_FOLDER_ENTRIES``
+    and the temporary files of its atomic writes), then the folder if nothing else is in it.
+    Returns the names of the entries left there, which are not seeder-dgl's."""
+    folder = dataset_dir(name, cache)
+    if not folder.is_dir():
+        return []
+    left = []
+    for entry in sorted(folder.iterdir()):
+        ours = entry.name in DATASET_FOLDER_ENTRIES or (entry.name.startswith(".") and entry.name.endswith(".tmp"))
+        if not ours:
+            left.append(entry.name)
+        elif entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    if not left:
+        folder.rmdir()
+    return left
 
 
 def read_manifest(name: str) -> dict | None:

@@ -6,13 +6,21 @@ class SeederError(Exception):
     """An error with a one-line message that says what went wrong and what to do."""
 
 
-_DATASET_NAME = _re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$")
+_DATASET_NAME = _re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
+RESERVED_NAMES = frozenset({"embeddings"})
+"""Folders of the cache that are not a dataset's (``$SEEDER_CACHE/embeddings``, the encoder's shared
+cache): a dataset of that name would make ``drop`` a path to them."""
 
 
 def check_dataset_name(name: object) -> str:
     """``name`` when it can name a dataset (it becomes a folder and, behind a prefix, a Neo4j label):
-    1-48 letters, digits, '_' or '-', starting with a letter or digit; else a one-line SeederError."""
-    if not isinstance(name, str) or not _DATASET_NAME.match(name):
+    1-48 letters, digits, '_' or '-', starting with a letter or digit, and not one of
+    ``RESERVED_NAMES``; else a one-line SeederError."""
+    # fullmatch: `$` would also match before a trailing newline ("tiny\n" a second dataset).
+    if not isinstance(name, str) or not _DATASET_NAME.fullmatch(name):
         raise SeederError(f"{name!r} cannot name a dataset: use 1-48 letters, digits, '_' or '-', starting with a "
                           "letter or digit (e.g. my_kg)")
+    if name.lower() in RESERVED_NAMES:
+        raise SeederError(f"{name!r} cannot name a dataset: seeder-dgl's cache keeps a folder of its own under that "
+                          "name; choose another (e.g. my_kg)")
     return name

@@ -110,8 +110,7 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
     from rich.console import Console
     from rich.table import Table
 
-    from seeder_dgl.datasets import (
-        dataset_dir, get_spec, read_manifest, write_manifest)
+    from seeder_dgl.datasets import TUNE_RECORD, dataset_dir, get_spec, read_manifest, write_manifest
     from seeder_dgl.embeddings import dataset_encoder
     from seeder_dgl.fileio import atomic_write_json
     from seeder_dgl.graphstore.connection import open_driver
@@ -145,11 +144,12 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
                     "relation_prior": bool(chosen.get("relation_prior")),
                     "subgraph_hit_any": round(chosen["subgraph_hit_any"], 4), "questions": len(sample),
                     "chosen_on": used}
-        driver.execute_query(query("dataset/set_retrieval"), name=dataset, retrieval=json.dumps(settings))
+        driver.execute_query(query("dataset/set_retrieval"), name=dataset, retrieval=json.dumps(settings),
+                             database_=live.database)
     manifest = read_manifest(dataset) or {"name": dataset, "format": dataset}
     manifest["retrieval"] = settings
     write_manifest(dataset, manifest)
-    atomic_write_json(dataset_dir(dataset) / "tune.json", {"dataset": dataset, "chosen": settings, "rows": rows,
+    atomic_write_json(dataset_dir(dataset) / TUNE_RECORD, {"dataset": dataset, "chosen": settings, "rows": rows,
                                                          "seconds": round(time.perf_counter() - start, 2)})
     table = Table(title=f"retrieval settings for {dataset} ({len(sample)} {used} questions)")
     for column in ("setting", "group", "answer in subgraph", "topic in seeds", "nodes", "ms"):

@@ -31,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from loaders.kg import KnowledgeGraph, is_identifier, to_identifier
 from seeder_dgl.errors import SeederError, check_dataset_name
-from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
+from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, default_database, describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet
 from seeder_dgl.graphstore.schema import StoreSchema
 from seeder_dgl.graphstore.sketch import sketch_properties
@@ -159,7 +159,7 @@ class GraphWriter:
                  node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH):
         self.driver = driver
         self.dataset = dataset
-        self.database = database
+        self.database = database if database is not None else default_database()
         existing = self.record()
         self.label = self._owned_label(existing)
         self.schema = StoreSchema.from_record(existing) if existing else StoreSchema.ingested(self.label)
@@ -195,6 +195,18 @@ class GraphWriter:
         if owner:
             raise IngestError(f"label {label} already belongs to dataset {owner[0]['name']!r}: choose another name")
         return label
+
+    def refuse_foreign_nodes(self) -> None:
+        """A one-line refusal when nodes carry the label of a dataset that has no record yet: they
+        are not seeder-dgl's (the record is written before the first node and removed after the last).
+        ``ingest`` checks it before writing; the CLI also before minutes of encoding."""
+        if self.record() is not None:
+            return
+        found = int(self._run("dataset/label_nodes", "checking the dataset label").records[0]["nodes"])
+        if found:
+            raise IngestError(f"{found:,} nodes already carry the label {self.label} and no seeder-dgl dataset owns "
+                              f"them: they are not seeder-dgl's to write to or drop; ingest under another name "
+                              f"(--name), or use them in place with `seeder-dgl adopt`")
 
     def record(self) -> dict | None:
         records = self._run("dataset/get", "reading the dataset record", name=self.dataset).records
@@ -261,8 +273,10 @@ class GraphWriter:
         labels, rel_types = kg.node_labels(), kg.relation_types()
 
         existing = self.record()
-        if reset or (existing is not None and existing.get("status") == "deleting"):
-            self.reset()  # also finishes a reset that was cut off; the record is gone after it
+        if existing is not None and (reset or existing.get("status") == "deleting"):
+            # Only what a record owns is reset (nodes under the label without one are not seeder-dgl's);
+            # this also finishes a reset that was cut off. The record is gone after it.
+            self.reset()
             self.schema = StoreSchema.ingested(self.label)
             existing = None
         if self.schema.in_place:
@@ -288,6 +302,8 @@ class GraphWriter:
                                      seconds=time.perf_counter() - start, skipped=True,
                                      extra={"sketched": sketched})
 
+        if existing is None:
+            self.refuse_foreign_nodes()
         self._run("schema/node_id_constraint", "creating the id constraint")
         meta = {
             "label": self.label, "model": model, "dimension": dim, "fingerprint": digest,

@@ -175,9 +175,11 @@ def test_default_split_is_seeded_and_covers_val_and_test():
 
 
 def test_dataset_names_and_labels():
-    for bad in ("", "../../x", "a/b", "!!!", "-x", "x" * 49, 7):
-        with pytest.raises(SeederError, match="cannot name a dataset"):
+    for bad in ("", "../../x", "a/b", "!!!", "-x", "x" * 49, 7, "tiny\n", "tiny\r\n", " tiny", "embeddings",
+                "Embeddings"):
+        with pytest.raises(SeederError, match="cannot name a dataset") as info:
             check_dataset_name(bad)
+        assert "\n" not in str(info.value).replace(repr(bad), "")
     labels = {name: dataset_label(name) for name in ("probe1", "Probe1", "my-kg", "my_kg", "2024-kg")}
     assert len(set(labels.values())) == len(labels)  # one label per exact name
     assert labels["probe1"] == "KG_probe1" and labels["Probe1"] == "KG_Probe1"
