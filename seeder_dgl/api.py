@@ -24,7 +24,6 @@ from seeder_dgl.validation import check_budgets, check_k, check_question, check_
 from seeder_dgl.graphstore.backend import RetrievalSettings, with_relation_prior
 
 METHODS = ("seeder", "dense", "khop", "ppr")
-MAX_QUESTION_CHARS = 4000
 
 
 @dataclass
@@ -126,13 +125,14 @@ class Retriever:
     ``exact_seeds``: dense seeds by an exact scan (True) or the vector index (False); None, the
     default, scans exactly where the server has seeder-dgl's procedures (past
     ``EXACT_SEEDING_MAX_NODES`` nodes exactly among ``SEED_CANDIDATES`` preselected ones), and uses
-    the index elsewhere.
+    the index elsewhere. ``database``: the Neo4j database holding the dataset [default:
+    ``NEO4J_DATABASE``, else the server's default].
     """
 
     def __init__(self, dataset: str, *, method: str = "seeder", checkpoint: str | Path | None = None,
                  seeds: int | None = None, budgets: tuple[int, ...] | None = None, driver=None,
                  encoder=None, exact_seeds: bool | None = None, profile: str | None = None,
-                 seeding: str | None = None):
+                 seeding: str | None = None, database: str | None = None):
         from seeder_dgl.datasets import DatasetContext
         from seeder_dgl.graphstore.seeding import check_mode
         from seeder_dgl.graphstore.connection import open_driver
@@ -147,7 +147,7 @@ class Retriever:
         self._own_driver = driver is None
         self.driver = driver or open_driver()
         try:
-            self.graph = LiveGraph(self.driver, dataset)
+            self.graph = LiveGraph(self.driver, dataset, database)
             self.graph.check_ready()
         except SeederError:
             self.close()
@@ -244,8 +244,7 @@ class Retriever:
         """The questions' embeddings [n, d], encoded in one batch. Questions are kept in the
         encoder's in-memory LRU (``TextEncoder.encode_queries``), never in the on-disk cache that
         holds node texts; an encoder of your own without that method is called with ``encode``."""
-        # The encoder truncates to its own token limit; cap the characters sent to it as well.
-        texts = [check_question(q)[:MAX_QUESTION_CHARS] for q in questions]
+        texts = [check_question(q) for q in questions]  # at most MAX_QUESTION_CHARS each
         encode_queries = getattr(self.encoder, "encode_queries", None)
         if encode_queries is not None:
             return encode_queries(texts)

@@ -47,6 +47,16 @@ def one_line_errors(func: Callable) -> Callable:
         except SeederError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(1)
+        except Exception as exc:
+            # A driver error no layer below turned into a SeederError (a statement the command runs
+            # itself): the server's reason, on one line, never the driver's traceback.
+            if not type(exc).__module__.startswith("neo4j."):
+                raise
+            from seeder_dgl.graphstore.connection import describe_neo4j_error
+
+            err_console.print(f"[bold red]error:[/] {describe_neo4j_error(exc, 'Neo4j')}", highlight=False,
+                              soft_wrap=True)
+            raise typer.Exit(1)
         except KeyboardInterrupt:
             hint = INTERRUPTED_HINTS.get(func.__name__, "run the same command again to continue")
             err_console.print(f"[yellow]interrupted[/]: what was committed to Neo4j or disk is kept; {hint}",
@@ -312,10 +322,12 @@ def _write_dataset(driver, stored_as: str, kg, given, manifest: dict | None, pre
 
     from rich.table import Table
 
-    from seeder_dgl.datasets import dataset_dir, model_label, resolve_model, write_manifest
+    from seeder_dgl.datasets import INGEST_RECORD, dataset_dir, model_label, resolve_model, write_manifest
     from seeder_dgl.embeddings import TextEncoder
     from seeder_dgl.graphstore.writer import GraphWriter
 
+    writer = GraphWriter(driver, stored_as)
+    writer.refuse_foreign_nodes()  # before minutes of encoding
     t0 = time.perf_counter()
     encoder = TextEncoder(resolve_model(model))
     if embeddings:
@@ -332,7 +344,7 @@ def _write_dataset(driver, stored_as: str, kg, given, manifest: dict | None, pre
         raise SeederError(f"the precomputed embeddings are {node_emb.shape[1]}-d but {model_label(model)} gives "
                           f"{rel_emb.shape[1]}-d vectors: pass the --model that made them")
     encode_seconds = time.perf_counter() - t0
-    summary = GraphWriter(driver, stored_as).ingest(
+    summary = writer.ingest(
         kg, node_emb, rel_emb, model_label(model), reset=reset, quantization=quantization,
         ef_construction=ef_construction)
     if manifest is not None:
@@ -348,7 +360,7 @@ def _write_dataset(driver, stored_as: str, kg, given, manifest: dict | None, pre
               "index_seconds": round(summary.index_seconds, 2),
               "nodes_per_second": round(summary.nodes_per_second), "relationships_per_second":
               round(summary.relationships_per_second), "resumed": summary.resumed, "skipped": summary.skipped}
-    _write_json(dataset_dir(stored_as) / "ingest.json", record)
+    _write_json(dataset_dir(stored_as) / INGEST_RECORD, record)
     if summary.skipped:
         sketched = summary.extra.get("sketched", 0)
         console.print(f"{stored_as} is already in Neo4j with the same data and model "
@@ -376,7 +388,7 @@ def status():
 
     settings = Neo4jSettings.from_env()
     with open_driver(settings) as driver:
-        rows = driver.execute_query(query("dataset/list")).records
+        rows = driver.execute_query(query("dataset/list"), database_=settings.database).records
     if not rows:
         console.print(f"No dataset is ingested in {settings.uri}: run `seeder-dgl ingest metaqa`.")
         return
@@ -491,9 +503,7 @@ def drop(
     KG_<dataset> and its KG_<dataset>_* properties come off them, and its indexes, constraint and
     record go. Other datasets are never touched; a drop cut off half way finishes when run again.
     """
-    import shutil
-
-    from seeder_dgl.datasets import dataset_dir
+    from seeder_dgl.datasets import dataset_dir, remove_dataset_folder
     from seeder_dgl.errors import check_dataset_name
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.writer import GraphWriter
@@ -512,13 +522,14 @@ def drop(
         if not yes and not typer.confirm(f"Remove {what} from Neo4j, and {folder}?"):
             raise typer.Exit(1)
         done = writer.drop() if record is not None else 0
-    if folder.exists():
-        shutil.rmtree(folder)
+    left = remove_dataset_folder(dataset)
+    removed = (f"{folder} removed" if not left else
+               f"seeder-dgl's files removed from {folder}, which keeps what is not seeder-dgl's: {', '.join(left[:5])}")
     if in_place:
         console.print(f"dropped {dataset}: seeder-dgl's label and properties taken off {done:,} nodes, which stay "
-                      f"with their relationships; {folder} removed")
+                      f"with their relationships; {removed}")
     else:
-        console.print(f"dropped {dataset}: {done:,} nodes deleted from Neo4j, {folder} removed")
+        console.print(f"dropped {dataset}: {done:,} nodes deleted from Neo4j, {removed}")
 
 
 # ---- extract ----------------------------------------------------------------------------------
@@ -560,8 +571,8 @@ def extract(
                                            "dataset's own (MetaQA: deep) \\[default: the dataset's best: MetaQA "
                                            "deep, others paper]."),
     seeding: str = typer.Option(None, help="dense, fulltext or hybrid \\[default: the profile's]."),
-    limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
-    sample: int = typer.Option(None, help="A fixed random sample of N questions of each split (seed 0)."),
+    limit: int = typer.Option(None, min=1, help="Only the first N questions of each split (quick runs)."),
+    sample: int = typer.Option(None, min=1, help="A fixed random sample of N questions of each split (seed 0)."),
     overwrite: bool = typer.Option(False, help="Replace a cache built with other settings."),
     engine: str = typer.Option("cypher", help="cypher: every query through Cypher on the live graph; memory: "
                                               "read the graph from Neo4j once, then the same K-hop in memory (faster)."),
@@ -664,20 +675,20 @@ def _query_encoder(graph):
 @one_line_errors
 def train(
     dataset: str = typer.Argument(..., help="A dataset whose train/val subgraphs are extracted (seeder-dgl extract)."),
-    epochs: int = typer.Option(None, help="Epochs \\[default: the dataset's, from docs/method.md's table]."),
+    epochs: int = typer.Option(None, min=1, help="Epochs \\[default: the dataset's, from docs/method.md's table]."),
     device: str = typer.Option("auto", help="auto (CUDA when there is one), cpu, cuda, cuda:1, ..."),
     out: str = typer.Option(None, help="Run folder \\[default: runs/<dataset>/<ablation>]."),
     resume: bool = typer.Option(False, help="Continue an interrupted run exactly (from last.pt)."),
     seed: int = typer.Option(0, help="Random seed: the same seed gives the same run on CPU."),
     ablation: str = typer.Option("full", help="full, rerank, greedy_baseline, single_trajectory, no_baseline, no_aux."),
-    limit: int = typer.Option(None, help="Only the first N questions of each split (quick runs)."),
-    threads: int = typer.Option(None, help="CPU threads when OMP_NUM_THREADS is unset \\[default: 1 on <= 2 cores]."),
+    limit: int = typer.Option(None, min=1, help="Only the first N questions of each split (quick runs)."),
+    threads: int = typer.Option(None, min=1, help="CPU threads when OMP_NUM_THREADS is unset \\[default: 1 on <= 2 cores]."),
     workers: int = typer.Option(None, min=1, help="Training processes on the CPU, one thread each, every batch "
                                                   "split between them (2 on 2 cores: about 1.4 times as fast); the "
                                                   "result depends on it \\[default: 2 for MetaQA's deep profile "
                                                   "and graphs of your own, else 1]."),
     lr: float = typer.Option(None, help="Learning rate override."),
-    batch_size: int = typer.Option(None, help="Queries per step override."),
+    batch_size: int = typer.Option(None, min=1, help="Queries per step override."),
     dropout: float = typer.Option(None, help="Dropout in the encoder and heads, override \\[default: the "
                                              "profile's: 0 for MetaQA's deep profile, else 0.1]."),
     patience: int = typer.Option(None, min=1, help="Stop after N epochs (past the warm-up) without a better "
@@ -708,7 +719,7 @@ def train(
 def query_command(
     dataset: str = typer.Argument(..., help="An ingested dataset."),
     question: str = typer.Argument(..., help="The question, in natural language."),
-    k: int = typer.Option(20, "--k", help="How many nodes to return."),
+    k: int = typer.Option(20, "--k", min=1, help="How many nodes to return."),
     method: str = typer.Option("seeder", help="seeder (trained policy), dense, khop or ppr."),
     output: str = typer.Option("table", "--format", help="table, json, triples or cypher."),
     checkpoint: str = typer.Option(None, help="Policy checkpoint \\[default: runs/<dataset>/<profile>-full/best.pt; "
@@ -775,6 +786,9 @@ def serve_command(
                                               "a trained checkpoint defaults to khop)."),
     profile: str = typer.Option(None, help="Retrieval settings for every dataset served, as for query "
                                            "\\[default: each dataset's best: MetaQA deep, others paper]."),
+    allowed_host: list[str] = typer.Option(None, "--allowed-host", help="Another Host header name to answer "
+                                           "(e.g. this machine's name with --host 0.0.0.0); localhost's and "
+                                           "--host's are always answered, others get 400 (DNS rebinding)."),
 ):
     """Serve retrieval over HTTP: a JSON API and a page that draws the retrieved subgraph.
 
@@ -787,13 +801,14 @@ def serve_command(
     configure_threads()  # as for query: one OpenMP thread per pool on few cores
     import uvicorn
 
-    from seeder_dgl.serving.app import check_address, create_app, open_retrievers
+    from seeder_dgl.serving.app import allowed_host_names, check_address, create_app, open_retrievers
 
     check_address(host, port)
     with console.status("Loading the encoder and policy, warming Neo4j's query plans..."):
         retrievers, driver = open_retrievers(datasets or [], method=method, profile=profile)
         try:
-            web = create_app(retrievers, default_method=method, on_shutdown=driver.close)
+            web = create_app(retrievers, default_method=method, on_shutdown=driver.close,
+                             allowed_hosts=allowed_host_names(host, allowed_host or ()))
         except BaseException:
             driver.close()
             raise
@@ -860,10 +875,10 @@ def eval_command(
                                                         "graph by name; unknown names are reported)."),
     methods: str = typer.Option(None, help="Comma list: dense,khop,ppr,ppr_mmr,beam,pcst,seeder,seeder-<ablation> "
                                            "\\[default: all found]."),
-    k: int = typer.Option(20, "--k", help="Cut-off of Hit@k/Recall@k."),
-    depth: int = typer.Option(None, help="Nodes asked of each method; @any/size over them \\[default: K-hop budget B]."),
-    limit: int = typer.Option(None, help="Only the first N questions."),
-    sample: int = typer.Option(None, help="A fixed random sample of N questions (seed 0), in split order."),
+    k: int = typer.Option(20, "--k", min=1, help="Cut-off of Hit@k/Recall@k."),
+    depth: int = typer.Option(None, min=1, help="Nodes asked of each method; @any/size over them \\[default: K-hop budget B]."),
+    limit: int = typer.Option(None, min=1, help="Only the first N questions."),
+    sample: int = typer.Option(None, min=1, help="A fixed random sample of N questions (seed 0), in split order."),
     checkpoint: str = typer.Option(None, help="SeedER checkpoint \\[default: runs/<dataset>/<profile>-full/best.pt; "
                                               "runs/<dataset>/full/best.pt for the paper profile]."),
     out: str = typer.Option(None, help="Result folder \\[default: benchmarks/results/eval-<dataset>-<split>/; "

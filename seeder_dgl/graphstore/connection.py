@@ -19,6 +19,12 @@ class Neo4jUnavailable(SeederError):
     """The database cannot be reached or refused us."""
 
 
+def default_database() -> str | None:
+    """``NEO4J_DATABASE``, the database every command and ``Retriever`` reads and writes when none
+    is given (None: the server's default database)."""
+    return os.environ.get("NEO4J_DATABASE") or None
+
+
 @dataclass(frozen=True)
 class Neo4jSettings:
     uri: str
@@ -36,7 +42,7 @@ class Neo4jSettings:
             uri=uri or f"bolt://127.0.0.1:{port}",
             user=os.environ.get("NEO4J_USER", "neo4j"),
             password=os.environ.get("NEO4J_PASSWORD", "seeder-dgl"),
-            database=os.environ.get("NEO4J_DATABASE") or None,
+            database=default_database(),
             external=bool(uri),
         )
 
@@ -85,6 +91,9 @@ def describe_neo4j_error(exc: Exception, what: str) -> str:
             return (f"{what}: Neo4j ran out of transaction memory ({message[:200]}): run fewer queries at "
                     "once, or raise the limit it names (SEEDER_NEO4J_TX_MEMORY sets db.memory.transaction.max; "
                     "the pool for all transactions is 70% of SEEDER_NEO4J_HEAP)")
+        if (exc.code or "").endswith("DatabaseNotFound"):
+            return (f"{what}: {message[:200]}: set NEO4J_DATABASE to a database of this server, or unset it "
+                    "for the server's default")
         return f"{what}: {exc.code}: {message[:300]}"
     return f"{what}: {exc}"
 

@@ -59,6 +59,7 @@ def id_ranges(driver: Driver, schema: StoreSchema, database: str | None = None) 
 def export_graph(driver: Driver, dataset: str, cache_dir: Path | None = None, database: str | None = None,
                  progress: bool = True) -> GraphExport:
     graph = LiveGraph(driver, dataset, database)
+    database = graph.database  # NEO4J_DATABASE when none is given
     version = _version(graph, driver, database)
     # A graph adopted in place changes whenever its owner changes it, with no record to tell: its
     # export is read afresh every time, never from a cache that could be stale.
@@ -108,6 +109,7 @@ def export_names(driver: Driver, dataset: str, database: str | None = None) -> t
     """Every node's id, name and source id ('' where it has none), read from Neo4j: question files
     are matched to the dataset's own graph as it is now, never to another dataset's."""
     graph = LiveGraph(driver, dataset, database)
+    database = graph.database
     ids: list[int] = []
     names: list[str] = []
     keys: list[str] = []

@@ -17,7 +17,7 @@ from neo4j import READ_ACCESS, Driver, RoutingControl
 from neo4j.exceptions import DriverError, Neo4jError
 
 from seeder_dgl.errors import SeederError
-from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, describe_neo4j_error
+from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, default_database, describe_neo4j_error
 from seeder_dgl.graphstore.cypher import degree_counts, query, quiet
 from seeder_dgl.graphstore.procedures import khop_engine, khop_setting
 from seeder_dgl.graphstore.schema import StoreSchema
@@ -99,7 +99,7 @@ class LiveGraph:
                  hop_partitions: int | None = None, khop: str | None = None,
                  procedure_options: dict | None = None):
         self.driver = driver
-        self.database = database
+        self.database = database if database is not None else default_database()
         self.procedure_options = dict(procedure_options or {})
         #: What the last K-hop through the procedure walked: "copy" (the server's in-memory copy
         #: of the relationships), "store", or None (none ran yet, or the Cypher path ran).

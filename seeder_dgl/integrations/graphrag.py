@@ -53,8 +53,8 @@ class SeederRetriever(Retriever):
     """SeedER retrieval on one ingested dataset, as a neo4j-graphrag ``Retriever``.
 
     ``driver`` is the neo4j driver of the database that holds the dataset; it stays the caller's
-    (``close`` does not close it). Retrieval reads the driver's default database, like
-    ``seeder_dgl.api.Retriever``. ``options`` are passed on to ``seeder_dgl.api.Retriever``
+    (``close`` does not close it). Retrieval reads ``neo4j_database`` [default: ``NEO4J_DATABASE``,
+    else the server's default], like ``seeder_dgl.api.Retriever``. ``options`` are passed on to ``seeder_dgl.api.Retriever``
     (``checkpoint``, ``profile``, ``seeding``, ``seeds``, ``budgets``, ``encoder``, ...).
 
     neo4j-graphrag's base class checks the server's version when it is built (one
@@ -64,12 +64,13 @@ class SeederRetriever(Retriever):
 
     def __init__(self, driver: neo4j.Driver, dataset: str, *, method: str = "seeder", top_k: int = 20,
                  result_formatter: Optional[Callable[[neo4j.Record], RetrieverResultItem]] = None,
-                 **options: Any):
+                 neo4j_database: Optional[str] = None, **options: Any):
         self.top_k = check_k(top_k)  # before any query: a bad argument is the caller's one-line error
-        super().__init__(driver)
+        super().__init__(driver, neo4j_database)
         self.dataset = dataset
         self.result_formatter = result_formatter
-        self.retriever = SeederApiRetriever(dataset, method=method, driver=driver, **options)
+        self.retriever = SeederApiRetriever(dataset, method=method, driver=driver, database=neo4j_database,
+                                            **options)
 
     def get_search_results(self, query_text: str, top_k: Optional[int] = None,
                            method: Optional[str] = None) -> RawSearchResult:

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from loaders.kg import Query
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.connection import default_database
 from seeder_dgl.graphstore.backend import GraphBackend, RetrievalSettings, seed_and_expand
 from seeder_dgl.subgraph import cache
 from seeder_dgl.subgraph.record import QuerySubgraph
@@ -130,7 +131,8 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
                       max_questions=max_questions, progress=progress)
     linker_text = fit.linker.to_json()
     prior_text = fit.prior.to_json() if fit.prior is not None else None
-    driver.execute_query(query("dataset/set_linking"), name=graph.info.name, linker=linker_text, prior=prior_text)
+    driver.execute_query(query("dataset/set_linking"), name=graph.info.name, linker=linker_text, prior=prior_text,
+                         database_=default_database())
     # Exactly what later commands read: the stored JSON, embedding templates as live queries do.
     prior = None
     if prior_text is not None:
