@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from loaders.files import read_text
 from loaders.kg import DataError, KnowledgeGraph, Query, QASet, TripleSet
 from seeder_dgl.paths import shared_data_dir
 
@@ -59,17 +60,18 @@ def load_metaqa_kb(path: str | os.PathLike, text_format: str = "name") -> tuple[
         raise MetaQAFormatError(f"{path} is missing: pass --source DIR holding MetaQA's kb.txt and qa/")
     ids: dict[str, int] = {}
     triples = TripleSet()
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            fields = line.split("|")
-            if len(fields) != 3 or not all(f.strip() for f in fields):
-                raise MetaQAFormatError(f"{path}, line {line_no}: expected head|relation|tail, got {line[:80]!r}")
-            head, relation, tail = (f.strip() for f in fields)
-            h = ids.setdefault(head, len(ids))
-            triples.add(h, relation, ids.setdefault(tail, len(ids)))
+    # read_text: a byte-order mark is dropped (else it is part of the first name), and a binary or
+    # non-UTF-8 file is a one-line error.
+    for line_no, line in enumerate(read_text(path).split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != 3 or not all(f.strip() for f in fields):
+            raise MetaQAFormatError(f"{path}, line {line_no}: expected head|relation|tail, got {line[:80]!r}")
+        head, relation, tail = (f.strip() for f in fields)
+        h = ids.setdefault(head, len(ids))
+        triples.add(h, relation, ids.setdefault(tail, len(ids)))
     if not ids:
         raise MetaQAFormatError(f"{path} has no triples: pass the WikiMovies kb.txt")
     relation_names = triples.relation_names
@@ -118,10 +120,9 @@ def _qtype_path(path: Path) -> Path:
 def _read_questions(path: Path, hops: int | None, lookup: dict[str, int],
                     unknown: list[str], id_base: int) -> list[Query]:
     qtype_path = _qtype_path(path)
-    qtypes = qtype_path.read_text(encoding="utf-8").splitlines() if qtype_path.is_file() else None
+    qtypes = read_text(qtype_path).splitlines() if qtype_path.is_file() else None
     queries = []
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
+    lines = read_text(path).splitlines()
     if qtypes is not None and len(qtypes) != len(lines):
         raise MetaQAFormatError(f"{qtype_path} has {len(qtypes)} lines but {path} has {len(lines)}: "
                                 f"they must match line by line")

@@ -4,6 +4,7 @@ seed count, budget list, question or node id is, and every violation is a ``Vali
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Iterable
 
 from seeder_dgl.errors import SeederError
@@ -62,12 +63,29 @@ def check_budgets(budgets: Any) -> tuple[int, ...]:
     return values
 
 
+MAX_QUESTION_CHARS = 4000
+"""A question is a sentence or a paragraph; the encoder reads only its first few hundred tokens."""
+MAX_WORD_CHARS = 200
+"""Each word of the question becomes a (fuzzy) clause of the full-text query on names: a word longer
+than any name is a request Lucene refuses (too many clauses), not a question."""
+
+
 def check_question(question: Any) -> str:
+    """The question, stripped; one-line errors for a question that is not text, empty, longer than
+    ``MAX_QUESTION_CHARS`` or with a word longer than ``MAX_WORD_CHARS`` (the CLI, the Python API,
+    the HTTP server and the MCP server all check it here)."""
     if not isinstance(question, str):
         raise ValidationError(f"the question must be text, not {type(question).__name__}")
     question = question.strip()
     if not question:
         raise ValidationError("the question is empty: ask something")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise ValidationError(f"the question is {len(question):,} characters long: ask in at most "
+                              f"{MAX_QUESTION_CHARS:,}")
+    longest = max(question.split(), key=len)
+    if len(longest) > MAX_WORD_CHARS:
+        raise ValidationError(f"the question has a word of {len(longest):,} characters: words of at most "
+                              f"{MAX_WORD_CHARS} are searched for")
     return question
 
 
@@ -82,3 +100,13 @@ def check_text(value: Any, what: str, required: bool = True) -> str | None:
     if not isinstance(value, (str, int, float)) or isinstance(value, bool) or not str(value).strip():
         raise ValidationError(f"{what} must be non-empty text, not {value!r}")
     return str(value).strip()
+
+
+def check_output_folder(path: Any, option: str = "--out") -> Path:
+    """``path`` as a folder results can be written into: a folder, or nothing yet (created later);
+    a one-line error for an existing file, or a file on the way to it."""
+    folder = Path(path).expanduser()
+    for part in (folder, *folder.parents):
+        if part.exists() and not part.is_dir():
+            raise ValidationError(f"{option} {path}: {part} is a file, not a folder: name a folder")
+    return folder

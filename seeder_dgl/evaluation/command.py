@@ -22,6 +22,7 @@ import numpy as np
 from loaders.kg import QASet, Query
 from seeder_dgl.datasets import DatasetContext, profile_flag, profile_prefix
 from seeder_dgl.errors import SeederError, check_dataset_name
+from seeder_dgl.validation import check_output_folder
 from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, with_relation_prior
 from seeder_dgl.paths import results_dir
 from seeder_dgl.evaluation.evaluate import (
@@ -302,6 +303,8 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     started = time.perf_counter()
     ds, settings = _eval_settings(dataset, profile, k, depth)  # before any slow step: a typo fails at once
     kinds = _perturbations(perturb)
+    if out:
+        check_output_folder(out)
     depth = int(depth or max(k, settings.budget))
     plan = plan_methods(dataset, methods, checkpoint, profile=ds.profile)
     questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit, sample=sample)

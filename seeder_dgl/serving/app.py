@@ -19,6 +19,7 @@ retrieval per method before the first request, so no request pays for loading.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from fastapi.staticfiles import StaticFiles
 from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from seeder_dgl import __version__
 from seeder_dgl.api import METHODS
@@ -163,6 +165,12 @@ def validation_message(exc: RequestValidationError) -> str:
     return text + more
 
 
+def without_paths(text: str) -> str:
+    """``text`` with file paths of the server's disk shortened to their last part: a client learns
+    what is missing, not where the server keeps its files."""
+    return re.sub(r"(?<![\w.])(?:~|[A-Za-z]:)?(?:[/\\][^\s/\\:;,'\")]+)+[/\\]([^\s/\\:;,'\")]+)", r"\1", text)
+
+
 # ---- the served datasets ----------------------------------------------------------------------------
 @dataclass
 class ServedDataset:
@@ -182,7 +190,8 @@ class ServedDataset:
         return {"name": self.name, "nodes": int(info.num_nodes), "relationships": int(info.num_relationships),
                 "model": info.model, "profile": getattr(self.retriever, "profile", None),
                 "default_method": self.default_method,
-                "methods": {m: ({"available": False, "reason": self.unavailable[m]} if m in self.unavailable
+                "methods": {m: ({"available": False, "reason": without_paths(self.unavailable[m])}
+                                if m in self.unavailable
                                 else {"available": True}) for m in METHODS}}
 
 
@@ -206,12 +215,29 @@ def prepare(retriever, default_method: str, warm: bool = True) -> ServedDataset:
 
 
 # ---- the app ----------------------------------------------------------------------------------------
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def allowed_host_names(host: str, extra: Sequence[str] = ()) -> list[str]:
+    """The Host header names a server listening on ``host`` answers to: localhost's, the address it
+    listens on (unless every interface), and ``extra`` (``serve --allowed-host``)."""
+    names = list(LOCAL_HOSTS)
+    if host not in ("0.0.0.0", "::", "") and host not in names:
+        names.append(host)
+    return names + [h for h in extra if h not in names]
+
+
 def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bool = True,
-               on_shutdown: Callable[[], None] | None = None) -> FastAPI:
+               on_shutdown: Callable[[], None] | None = None,
+               allowed_hosts: Sequence[str] | None = None) -> FastAPI:
     """The FastAPI app serving ``retrievers`` (open Retriever objects, one per dataset; the first is
     the default dataset). ``default_method`` is each dataset's method unless it cannot run there
     (then K-hop). ``warm``: load and run each retriever once now (see :func:`prepare`).
     ``on_shutdown`` runs when the server stops (e.g. closing the shared Neo4j driver).
+
+    ``allowed_hosts``: the Host header names to answer (others get 400), so that a page on another
+    site cannot reach a server on 127.0.0.1 through DNS rebinding; ``serve`` passes
+    :func:`allowed_host_names`, None answers any (tests, a server behind a proxy that checks).
 
     One-line ``SeederError`` when there is nothing to serve or a retriever fails its warm-up.
     """
@@ -237,6 +263,8 @@ def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bo
                               "with the JSON of `seeder-dgl query --format json`; errors are "
                               '`{"error": "..."}`.')
     app.state.served = served
+    if allowed_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.exception_handler(RequestValidationError)
@@ -321,12 +349,13 @@ def open_retrievers(datasets: Sequence[str], *, method: str = "seeder", profile:
     Returns (retrievers, driver); close the driver when done."""
     from seeder_dgl.api import Retriever
     from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.graphstore.connection import default_database, open_driver
     from seeder_dgl.graphstore.cypher import query
 
     driver = open_driver()
     try:
-        rows = {r["name"]: r for r in driver.execute_query(query("dataset/list")).records}
+        rows = {r["name"]: r for r in driver.execute_query(query("dataset/list"),
+                                                           database_=default_database()).records}
         if not datasets:
             datasets = [name for name, r in rows.items() if r["status"] == "complete"]
             if not datasets:

@@ -33,10 +33,8 @@ from seeder_dgl import __version__
 from seeder_dgl.api import METHODS
 from seeder_dgl.errors import SeederError
 from seeder_dgl.serving.app import ServedDataset, prepare
-from seeder_dgl.validation import MAX_K, check_k
+from seeder_dgl.validation import MAX_K, check_k, check_question
 
-MAX_QUESTION_CHARS = 2000
-"""Longer questions are refused: a question is a sentence, and Lucene turns every word into a clause."""
 MAX_SUBGRAPH_NODES = 500
 """The most node ids one ``subgraph`` call may name (a retrieval returns tens)."""
 TRANSPORTS = ("stdio", "http")
@@ -65,10 +63,7 @@ class McpDatasets:
 
     def retrieve(self, question: str, k: int = 10, method: str | None = None,
                  dataset: str | None = None) -> dict[str, Any]:
-        if not isinstance(question, str) or not question.strip():
-            raise SeederError("question must be a non-empty text")
-        if len(question) > MAX_QUESTION_CHARS:
-            raise SeederError(f"question is {len(question):,} characters long; ask in at most {MAX_QUESTION_CHARS:,}")
+        question = check_question(question)  # before any work, as the CLI and the HTTP server do
         served = self.pick(dataset)
         chosen = method or served.default_method
         if chosen not in METHODS:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from seeder_dgl.errors import SeederError, check_dataset_name
+from seeder_dgl.validation import check_output_folder
 from seeder_dgl.threads import configure_threads
 from seeder_dgl.training.config import ABLATIONS, DATASET_DEFAULTS, TrainConfig
 
@@ -130,6 +131,8 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
     [default: the dataset's, ``datasets.resolve_profile``].
     """
     check_dataset_name(dataset)
+    if out:
+        check_output_folder(out)  # before minutes of loading
     thread_info = configure_threads(threads)  # before DGL and the export are touched
 
     from seeder_dgl.datasets import DatasetContext, resolve_profile
@@ -156,7 +159,7 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
     features = load_features(dataset, ds.cache)
     meta = {**features.meta, "threads": thread_info, "limit": limit,
             "extraction": {s: _split_summary(path) for s, path in splits.items()}}
-    out_dir = Path(out).expanduser() if out else ds.run_dir(ablation)
+    out_dir = check_output_folder(out) if out else ds.run_dir(ablation)
     return train(cfg, train_records, train_q, val_records, val_q, features.node_emb, len(features.relation_types),
                  out_dir, resume=resume, progress=progress, relation_types=features.relation_types,
                  dataset_meta=meta, relation_emb=features.relation_emb, node_types=features.node_type,

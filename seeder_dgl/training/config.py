@@ -1,6 +1,8 @@
 """Training configuration: one dataclass, one docstring per field; defaults are the STaRK-Prime run."""
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -109,6 +111,13 @@ class TrainConfig:
             raise ValueError(f"heads ({self.heads}) must divide hidden_dim ({self.hidden_dim})")
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"dropout must be at least 0 and below 1, not {self.dropout}")
+        for name in ("lr", "weight_decay", "max_grad_norm", "bpr_weight"):
+            value = float(getattr(self, name))
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number of at least 0, not {getattr(self, name)}")
+        for name in ("batch_size", "epochs", "num_trajectories", "hidden_dim", "num_layers", "heads"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
 
     # What each ablation changes, in one place (the rollout and the losses read these).
     @property

@@ -87,3 +87,32 @@ def test_ctrl_c_says_how_to_continue(monkeypatch):
     monkeypatch.setattr("seeder_dgl.cli._local_server", interrupted)
     result = runner.invoke(app, ["neo4j", "status"])
     assert result.exit_code == 130 and "run the same command again to continue" in result.output
+
+
+@pytest.mark.parametrize("args, says", [
+    (["train", "metaqa", "--lr", "nan"], "lr must be a finite number of at least 0"),
+    (["train", "metaqa", "--lr", "-1e-3"], "lr must be a finite number of at least 0"),
+    (["train", "metaqa", "--lr", "inf"], "lr must be a finite number of at least 0"),
+    (["train", "metaqa", "--batch-size", "0"], "--batch-size"),
+    (["train", "metaqa", "--threads", "-4"], "--threads"),
+    (["train", "metaqa", "--epochs", "0"], "--epochs"),
+    (["extract", "metaqa", "--limit", "-5"], "--limit"),
+    (["eval", "metaqa", "--limit", "0"], "--limit"),
+    (["eval", "metaqa", "--sample", "-1"], "--sample"),
+    (["query", "metaqa", "who", "--k", "0"], "--k"),
+])
+def test_numbers_out_of_range_are_refused_before_any_work(args, says):
+    result = runner.invoke(app, args)
+    assert result.exit_code in (1, 2) and says in result.output, result.output
+    assert "Traceback" not in result.output and "cannot reach Neo4j" not in result.output
+
+
+@pytest.mark.parametrize("command", [["train", "metaqa"], ["eval", "metaqa"]])
+def test_an_output_folder_that_is_a_file_is_refused_in_one_line(command, tmp_path):
+    existing = tmp_path / "results.txt"
+    existing.write_text("keep me")
+    for out in (existing, existing / "inside"):
+        result = runner.invoke(app, [*command, "--out", str(out)])
+        assert result.exit_code == 1 and "is a file, not a folder" in result.output, result.output
+        assert "Traceback" not in result.output
+    assert existing.read_text() == "keep me"

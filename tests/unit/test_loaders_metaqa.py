@@ -120,6 +120,26 @@ def test_malformed_lines_are_one_line_errors(root, tmp_path):
         load_metaqa(tmp_path / "nowhere")
 
 
+def test_a_byte_order_mark_is_not_part_of_a_name_and_binary_files_are_refused(root, tmp_path):
+    from loaders.kg import DataError
+
+    marked = tmp_path / "bom_kb.txt"
+    marked.write_bytes("\ufeff".encode() + KB.encode())
+    kg, _ = load_metaqa_kb(marked)
+    assert kg.node_names[0] == "Kismet"
+    (tmp_path / "bom_q.txt").write_bytes("\ufeff".encode() + DEV_1.encode())
+    queries = load_metaqa_qa_file(tmp_path / "bom_q.txt", kg).queries
+    assert queries[0].text.startswith("what movies")
+    binary = tmp_path / "binary_kb.txt"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    latin = tmp_path / "latin_kb.txt"
+    latin.write_bytes("Amélie|directed_by|Jean-Pierre Jeunet\n".encode("latin-1"))
+    for path, says in ((binary, "is a binary file"), (latin, "line 1: not UTF-8")):
+        with pytest.raises(DataError, match=says) as info:
+            load_metaqa_kb(path)
+        assert "\n" not in str(info.value)
+
+
 @pytest.mark.skipif(not SHARED_METAQA.is_dir(), reason="../shared/data/metaqa is not on this machine")
 def test_real_metaqa_counts():
     kg, qa = load_metaqa()  # default root is ../shared/data/metaqa

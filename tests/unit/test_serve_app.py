@@ -49,7 +49,8 @@ class FakeRetriever:
     @property
     def policy(self):
         if not self.checkpoint:
-            raise SeederError(f"no trained checkpoint at runs/{self.dataset}/full/best.pt: run `seeder-dgl train`")
+            raise SeederError(f"no trained checkpoint at /srv/seeder/runs/{self.dataset}/full/best.pt: run "
+                              "`seeder-dgl train`")
         return object()
 
     def retrieve_many(self, questions, k=20, method=None):
@@ -119,6 +120,8 @@ def test_the_dataset_is_chosen_by_name_and_its_default_method_applies(client):
     ({"questions": ["q"] * 65}, "questions: .*at most 64"),
     ({"question": "q", "qestion": "typo"}, "unknown field 'qestion'"),
     ({"question": 42}, "question: .*valid string"),
+    ({"question": "who is " + "x" * 300}, "a word of 300 characters"),
+    ({"question": "why " * 1500}, "ask in at most 4,000"),
 ])
 def test_bad_requests_are_400_with_one_line(client, toy, body, message):
     response = post(client, body)
@@ -175,7 +178,8 @@ def test_datasets_lists_methods_and_why_one_is_missing(client):
     assert toy["methods"] == {m: {"available": True} for m in METHODS}
     assert untrained["default_method"] == "khop"
     assert untrained["methods"]["seeder"]["available"] is False
-    assert "no trained checkpoint" in untrained["methods"]["seeder"]["reason"]
+    assert untrained["methods"]["seeder"]["reason"] == "no trained checkpoint at best.pt: run `seeder-dgl train`"
+    assert "/srv" not in client.get("/datasets").text  # no path of the server's disk
     assert all(untrained["methods"][m] == {"available": True} for m in ("dense", "khop", "ppr"))
 
 
@@ -285,3 +289,16 @@ def test_other_commands_do_not_import_the_web_stack():
     code = "import sys, seeder_dgl.cli; print(sorted(m for m in ('fastapi', 'uvicorn', 'starlette') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
+
+
+def test_only_this_servers_host_names_are_answered(toy):
+    """DNS rebinding: a page on another site that resolves its name to 127.0.0.1 sends its own Host."""
+    names = serving.allowed_host_names("127.0.0.1", ["kg.example.org"])
+    assert names[:4] == ["127.0.0.1", "localhost", "::1", "[::1]"] and "kg.example.org" in names
+    assert "0.0.0.0" not in serving.allowed_host_names("0.0.0.0")
+    app = create_app([toy], allowed_hosts=names)
+    for host, status in (("127.0.0.1:8000", 200), ("localhost", 200), ("kg.example.org", 200),
+                         ("attacker.example", 400), ("127.0.0.1.attacker.example:8000", 400)):
+        with TestClient(app, base_url=f"http://{host}") as c:
+            assert c.get("/health").status_code == status, host
+
