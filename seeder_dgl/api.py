@@ -234,7 +234,8 @@ class Retriever:
                                   f"{self.dataset}{self.context.profile_flag}`, pass --checkpoint, or use "
                                   "--method khop")
             self._policy = load_policy(self._checkpoint_path, dataset=self.dataset,
-                                       embedding_model=self.graph.info.model, dimension=self.graph.info.dimension)
+                                       embedding_model=self.graph.info.model, dimension=self.graph.info.dimension,
+                                       bound_to=self.graph.info.bound_to(self.settings.relation_prior is not None))
         return self._policy
 
     def embed(self, question: str) -> np.ndarray:

@@ -138,12 +138,31 @@ def _same_model(a: str | None, b: str | None) -> bool:
     return model_label(a) == model_label(b)
 
 
+def _check_bound(path: Path, state: dict, dataset: str, now: dict) -> None:
+    trained = state.get("bound_to") or {}
+    again = (f"extract and train again (`seeder-dgl extract {dataset} --overwrite`, then `seeder-dgl train "
+             f"{dataset}`), or pass --checkpoint")
+    if trained.get("graph") and now.get("graph") and trained["graph"] != now["graph"]:
+        raise CheckpointError(f"checkpoint {path} was trained on another graph named {dataset!r} (the dataset was "
+                              f"dropped and ingested or adopted again since): {again}")
+    if trained.get("relation_prior") != now.get("relation_prior") and "relation_prior" in trained and \
+            "relation_prior" in now:
+        change = ("has none now" if not now["relation_prior"] else
+                  "has a new one (fitted by tune or extract --refit-prior since)")
+        raise CheckpointError(f"checkpoint {path} was trained on subgraphs grown with {dataset!r}'s relation prior, "
+                              f"and the dataset {change}: {again}")
+
+
 def load_policy(path: str | Path, *, dataset: str | None = None, embedding_model: str | None = None,
-                dimension: int | None = None, device: str | torch.device = "cpu") -> LoadedPolicy:
+                dimension: int | None = None, device: str | torch.device = "cpu",
+                bound_to: dict | None = None) -> LoadedPolicy:
     """Load a checkpoint for inference, checking it fits the graph it will rank.
 
     ``dataset`` / ``embedding_model`` / ``dimension``: what the caller's graph has (None: not
     checked). A checkpoint trained without a recorded embedding model skips that check.
+    ``bound_to``: the dataset's graph identity and relation prior now (``DatasetInfo.bound_to``);
+    a policy trained on another graph of the same name, or with another prior, is refused
+    (checkpoints from before these were recorded, and values unknown on either side, pass).
     """
     path = Path(path)
     state = read_checkpoint(path)
@@ -161,6 +180,7 @@ def load_policy(path: str | Path, *, dataset: str | None = None, embedding_model
         raise CheckpointError(f"checkpoint {path} was trained on {trained_on}, but the graph's embeddings have "
                               f"{dimension} dimensions: retrain on this graph (`seeder-dgl train "
                               f"{dataset or state['dataset']}`) or re-ingest it with {state['embedding_model']}")
+    _check_bound(path, state, dataset or state["dataset"], bound_to or {})
     if isinstance(device, str) and device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)

@@ -169,7 +169,8 @@ def plan_methods(dataset: str, methods: str | Sequence[str] | None, checkpoint: 
     return MethodPlan(names, checkpoints, notes)
 
 
-def _load_policies(plan: MethodPlan, dataset: str, model: str, dimension: int, explicit: set[str]):
+def _load_policies(plan: MethodPlan, dataset: str, model: str, dimension: int, explicit: set[str],
+                   bound_to: dict | None = None):
     """name -> LoadedPolicy; a checkpoint not asked for by name that fails to load is skipped with a note."""
     policies, notes = {}, []
     if not plan.checkpoints:
@@ -182,7 +183,8 @@ def _load_policies(plan: MethodPlan, dataset: str, model: str, dimension: int, e
         return policies, [f"skipped {', '.join(plan.checkpoints)}: no checkpoint loader ({exc})"]
     for name, path in plan.checkpoints.items():
         try:
-            policies[name] = load_policy(path, dataset=dataset, embedding_model=model, dimension=dimension)
+            policies[name] = load_policy(path, dataset=dataset, embedding_model=model, dimension=dimension,
+                                         bound_to=bound_to)
         except Exception as exc:  # a stale ablation checkpoint must not stop the whole evaluation
             if name in explicit:
                 raise
@@ -322,7 +324,8 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
                                        required=any(n.startswith(SEEDER) for n in plan.names))
         _link_names(graph, settings, queries, query_emb, progress)
         info = graph.info
-        policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit)
+        policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit,
+                                           info.bound_to(settings.relation_prior is not None))
         _notes(console, skipped)
         expansions, why = (_reusable_subgraphs(ds, split, qa_file, settings, queries) if policies else ({}, ""))
         chosen, method_info = _build_methods(plan, graph, settings, policies, expansions, why, queries)

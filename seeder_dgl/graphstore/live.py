@@ -8,6 +8,8 @@ statement here only reads, and runs in READ access mode, so a cluster may route 
 """
 from __future__ import annotations
 
+import hashlib
+
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -49,10 +51,22 @@ class DatasetInfo:
     schema: StoreSchema | None = None
     """Property names and relationship types of the dataset (``graphstore.schema``); None: the
     ingested layout under ``label``."""
+    identity: str | None = None
+    """Which graph this record is: the ingest's fingerprint of the data and model, else (a graph
+    adopted in place) when the record was created. Upserts keep it; a drop and a new ingest or
+    adoption under the same name change it (a policy trained before is then refused)."""
 
     def __post_init__(self):
         if self.schema is None:
             self.schema = StoreSchema.ingested(self.label)
+
+    def bound_to(self, uses_prior: bool) -> dict[str, str | None]:
+        """What a policy trained on this dataset depends on and records (``inference.load_policy``):
+        the graph's identity and, where the retrieval settings use it (``uses_prior``), the
+        relation prior its subgraphs are grown with (a digest of the stored prior)."""
+        prior = (hashlib.sha256(self.relation_prior.encode()).hexdigest()[:16]
+                 if uses_prior and self.relation_prior else None)
+        return {"graph": self.identity, "relation_prior": prior}
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -174,7 +188,9 @@ class LiveGraph:
         return DatasetInfo(dataset, m["label"], dim, m["model"], list(m["relation_names"]),
                            list(m["relation_types"]), rel, int(m["num_nodes"]), int(m["num_relationships"]),
                            m.get("status", "unknown"), relation_prior=m.get("relation_prior"),
-                           entity_linker=m.get("entity_linker"), schema=StoreSchema.from_record(m))
+                           entity_linker=m.get("entity_linker"), schema=StoreSchema.from_record(m),
+                           identity=m.get("fingerprint") or (f"record of {m['started_at']}" if m.get("started_at")
+                                                             else None))
 
     # ---- readiness --------------------------------------------------------------------------
     def check_ready(self) -> None:

@@ -50,7 +50,8 @@ def load_features(dataset: str, cache_dir: Path | None = None) -> GraphFeatures:
         export = export_graph(driver, dataset, root / dataset / "export")
     meta = {"name": dataset, "embedding_model": model_label(info.model), "dimension": int(info.dimension),
             "num_nodes": int(export.num_nodes), "num_relationships": int(info.num_relationships),
-            "num_relation_types": len(export.relation_types), "status": info.status}
+            "num_relation_types": len(export.relation_types), "status": info.status,
+            "bound_to": info.bound_to(uses_prior=True)}
     return GraphFeatures(export.node_emb, list(export.relation_types), export.relation_emb, meta,
                          export.node_type, list(export.node_type_names))
 
@@ -158,6 +159,7 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
         val_records, val_q = val_records[:limit], val_q[:limit]
     features = load_features(dataset, ds.cache)
     meta = {**features.meta, "threads": thread_info, "limit": limit,
+            "bound_to": {**features.meta["bound_to"], **({} if ds.retrieval.relation_prior else {"relation_prior": None})},
             "extraction": {s: _split_summary(path) for s, path in splits.items()}}
     out_dir = check_output_folder(out) if out else ds.run_dir(ablation)
     return train(cfg, train_records, train_q, val_records, val_q, features.node_emb, len(features.relation_types),

@@ -124,6 +124,8 @@ class RunWriter:
     fingerprint: str
     selection_metric: str
     title: str
+    bound_to: dict | None = None
+    """The dataset's graph identity and relation prior the run was trained with (``DatasetInfo.bound_to``)."""
 
     @property
     def best_path(self) -> Path:
@@ -141,6 +143,7 @@ class RunWriter:
             **self.prep.to_state(), "relation_types": self.relation_types, "dataset": self.cfg.dataset,
             "embedding_model": self.embedding_model, "epoch": epoch, "metrics": metrics,
             "num_parameters": self.num_parameters, "data_fingerprint": self.fingerprint,
+            "bound_to": dict(self.bound_to or {}),
         }
 
     def end_epoch(self, loop: LoopState, row: dict[str, Any], score: float) -> bool:

@@ -414,7 +414,8 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                       f"ops {ops.name}, {torch.get_num_threads()} torch threads"
                       + (f", {group.world} training processes" if group.parallel else ""), soft_wrap=True)
         run = RunWriter(out_dir, cfg, prep, in_dim, dimension, relation_types, meta.get("embedding_model"),
-                        num_parameters, fingerprint, SELECTION_METRIC, f"{cfg.dataset} / {cfg.ablation} (seed {cfg.seed})")
+                        num_parameters, fingerprint, SELECTION_METRIC, f"{cfg.dataset} / {cfg.ablation} (seed {cfg.seed})",
+                        bound_to=meta.get("bound_to"))
         run_records.write_config(out_dir, {
             "config": config_to_dict(cfg), "dataset": meta, "seed": cfg.seed, "device": str(device), "ops": ops.name,
             "threads": {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},

@@ -87,6 +87,18 @@ def test_triples_folder_to_a_trained_retriever_and_back_out(own_env, neo4j_drive
         typed = f"where does {first.lower()} {last.lower()[:2] + last.lower()[3:]} work"
         answer = json.loads(_ok("query", name, typed, "--format", "json", "--k", "5"))
         assert employer in [n["name"] for n in answer["nodes"]], typed
+
+        # another graph under the same name (runs are kept by drop): the old policy is refused, not
+        # served on a graph it never saw
+        _ok("drop", name, "--yes")
+        other = own_env / "other"
+        write_triples(company_graph(seed=9, people=30), other)
+        write_questions(company_graph(seed=9, people=30), other)
+        _ok("ingest", name, "--source", str(other))
+        refused = runner.invoke(app, ["query", name, f"Where does {person} work?", "--method", "seeder",
+                                      "--checkpoint", str(run / "best.pt")])
+        assert refused.exit_code == 1 and "another graph named" in refused.output, refused.output
+        assert "Traceback" not in refused.output and f"seeder-dgl train {name}" in refused.output
     finally:
         runner.invoke(app, ["drop", name, "--yes"])
     assert _record(neo4j_driver, name) is None and _count(neo4j_driver, label) == (0, 0)

@@ -28,7 +28,8 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     result = train(tiny_config(epochs=1, batch_size=8), *task, out, progress=False,
                    relation_types=["r0", "r1", "r2", "r3"], console=Console(file=io.StringIO()),
-                   dataset_meta={"embedding_model": DEFAULT_MODEL, "dimension": 16})
+                   dataset_meta={"embedding_model": DEFAULT_MODEL, "dimension": 16,
+                                 "bound_to": {"graph": "fingerprint-1", "relation_prior": "prior-1"}})
     yield result, task
     torch.set_num_threads(before)
 
@@ -124,6 +125,26 @@ def test_checkpoint_for_another_graph(run):
     # The default model under its other names, and the right dimension, are accepted.
     for name in ("all-MiniLM-L6-v2", DEFAULT_MODEL, None):
         load_policy(path, dataset="synthetic", embedding_model=name, dimension=16)
+
+
+def test_a_policy_is_bound_to_the_graph_and_prior_it_was_trained_on(run, tmp_path):
+    path = run[0].best_path
+    assert read_checkpoint(path)["bound_to"] == {"graph": "fingerprint-1", "relation_prior": "prior-1"}
+    load_policy(path, dataset="synthetic", bound_to={"graph": "fingerprint-1", "relation_prior": "prior-1"})
+    with pytest.raises(CheckpointError) as exc:  # dropped and ingested again under the same name
+        load_policy(path, dataset="synthetic", bound_to={"graph": "fingerprint-2", "relation_prior": "prior-1"})
+    assert "another graph named 'synthetic'" in _single_line(exc) and "seeder-dgl train synthetic" in str(exc.value)
+    for prior, says in (("prior-2", "has a new one"), (None, "has none now")):  # tune / --refit-prior since
+        with pytest.raises(CheckpointError) as exc:
+            load_policy(path, dataset="synthetic", bound_to={"graph": "fingerprint-1", "relation_prior": prior})
+        assert says in _single_line(exc) and "extract synthetic --overwrite" in str(exc.value)
+    # What is unknown on either side passes: a record without an identity, a checkpoint from before.
+    load_policy(path, dataset="synthetic", bound_to={"graph": None, "relation_prior": "prior-1"})
+    load_policy(path, dataset="synthetic")
+    older = read_checkpoint(path)
+    older.pop("bound_to")
+    save_checkpoint(tmp_path / "older.pt", older)
+    load_policy(tmp_path / "older.pt", dataset="synthetic", bound_to={"graph": "x", "relation_prior": "y"})
 
 
 # ---------------------------------------------------------------------------------------------- ranking
