@@ -202,6 +202,15 @@ class InPlaceAdopter:
               encode_relations: Callable[[list[str]], np.ndarray], model: str, dimension: int, *,
               reset: bool = False, quantization: bool = False, ef_construction: int = EF_CONSTRUCTION,
               progress: Callable[[str], None] | None = None) -> AdoptSummary:
+        """Adopt (or refresh) the graph in place, under the dataset's writer lease."""
+        with self.writer.writing("adopt"):
+            return self._adopt(source, encode, encode_relations, model, dimension, reset=reset,
+                               quantization=quantization, ef_construction=ef_construction, progress=progress)
+
+    def _adopt(self, source: AdoptSource, encode: Callable[[list[str]], np.ndarray],
+               encode_relations: Callable[[list[str]], np.ndarray], model: str, dimension: int, *,
+               reset: bool = False, quantization: bool = False, ef_construction: int = EF_CONSTRUCTION,
+               progress: Callable[[str], None] | None = None) -> AdoptSummary:
         start = time.perf_counter()
         say = progress or (lambda _line: None)
         writer = self.writer

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from loaders.kg import KnowledgeGraph, is_identifier, to_identifier
 from seeder_dgl.errors import SeederError, check_dataset_name
+from seeder_dgl.graphstore import lease as lease_module
 from seeder_dgl.graphstore.connection import ID_FUNCTION_SESSION, default_database, describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet
 from seeder_dgl.graphstore.schema import StoreSchema
@@ -165,6 +167,35 @@ class GraphWriter:
         self.schema = StoreSchema.from_record(existing) if existing else StoreSchema.ingested(self.label)
         self.node_batch = node_batch
         self.relationship_batch = relationship_batch
+        self.lease: lease_module.Lease | None = None
+        """The dataset's writer lease while ``ingest``, ``reset`` or ``drop`` runs (``graphstore.lease``)."""
+
+    @contextmanager
+    def writing(self, command: str):
+        """Hold the dataset's writer lease for the block (re-entrant: ``ingest`` resets inside it).
+        The record is read again inside: another writer may have changed it before we held it."""
+        if self.lease is not None:
+            yield
+            return
+        with lease_module.held(self.driver, self.dataset, command, self.database) as lease:
+            self.lease = lease
+            try:
+                existing = self.record()
+                self.label = self._owned_label(existing)
+                self.schema = StoreSchema.from_record(existing) if existing else StoreSchema.ingested(self.label)
+                yield
+            finally:
+                self.lease = None
+
+    def _progress(self, tx: ManagedTransaction, nodes_done: int | None, relationships_done: int | None) -> None:
+        """Advance the resume counters with the batch, fenced by the lease: raising rolls the batch back."""
+        row = tx.run(query("dataset/progress"), name=self.dataset, nodes_done=nodes_done,
+                     relationships_done=relationships_done, owner=self.lease.owner if self.lease else None,
+                     ttl=lease_module.TTL_SECONDS).single()
+        if row is None:
+            raise lease_module.DatasetBusy(f"the writer lease of {self.dataset!r} was taken over by another command "
+                                           "during this batch, which is rolled back: run the command again once "
+                                           "the other one is done")
 
     # ---- small helpers --------------------------------------------------------------------
     def _run(self, statement: str, what: str, identifiers: dict | None = None, **params):
@@ -213,6 +244,10 @@ class GraphWriter:
         return dict(records[0]["meta"]) if records else None
 
     def reset(self, progress: bool = False, forget: bool = True, drop_constraint: bool = False) -> int:
+        with self.writing("reset"):
+            return self._reset(progress, forget, drop_constraint)
+
+    def _reset(self, progress: bool = False, forget: bool = True, drop_constraint: bool = False) -> int:
         """Remove what seeder-dgl wrote for the dataset, then its record (``forget``). Returns the
         number of nodes deleted (ingested) or released (adopted in place).
 
@@ -248,12 +283,21 @@ class GraphWriter:
         """Remove everything seeder-dgl wrote for this dataset: its nodes and relationships (ingested)
         or its label and properties on the user's nodes (adopted in place), indexes, the id
         constraint and the record. Returns the number of nodes deleted or released."""
-        return self.reset(drop_constraint=True)
+        with self.writing("drop"):
+            return self._reset(drop_constraint=True)
 
     # ---- the ingest -------------------------------------------------------------------------
     def ingest(self, kg: KnowledgeGraph, node_emb: np.ndarray, rel_emb: np.ndarray, model: str,
                *, progress: bool = True, reset: bool = False, quantization: bool = False,
                ef_construction: int = EF_CONSTRUCTION) -> IngestSummary:
+        """Write the graph under the dataset's writer lease (a second writer is refused in one line)."""
+        with self.writing("ingest"):
+            return self._ingest(kg, node_emb, rel_emb, model, progress=progress, reset=reset,
+                                quantization=quantization, ef_construction=ef_construction)
+
+    def _ingest(self, kg: KnowledgeGraph, node_emb: np.ndarray, rel_emb: np.ndarray, model: str,
+                *, progress: bool = True, reset: bool = False, quantization: bool = False,
+                ef_construction: int = EF_CONSTRUCTION) -> IngestSummary:
         start = time.perf_counter()
         try:
             kg.validate()
@@ -363,8 +407,7 @@ class GraphWriter:
             def work(tx: ManagedTransaction, groups=groups, hi=hi):
                 for statement, type_name, rows in groups:
                     tx.run(statement, quiet({"rows": rows, "type_name": type_name})).consume()
-                tx.run(query("dataset/progress"), name=self.dataset, nodes_done=hi,
-                       relationships_done=None).consume()
+                self._progress(tx, hi, None)
 
             with self.driver.session(database=self.database) as session:
                 session.execute_write(work)
@@ -395,8 +438,7 @@ class GraphWriter:
                             raise IngestError(f"{len(rows) - written} relationships of batch ending at "
                                               f"{hi} lost a node while being written (was {self.dataset!r} "
                                               "changed during the ingest?): run the ingest again")
-                        tx.run(query("dataset/progress"), name=self.dataset, nodes_done=None,
-                               relationships_done=hi).consume()
+                        self._progress(tx, None, hi)
 
                     session.execute_write(work)
                     written += hi - lo
@@ -473,4 +515,6 @@ class GraphWriter:
             if time.monotonic() > deadline:
                 raise IngestError(f"index {name} is still {state} ({percent:.0f}%) after {timeout:.0f} s: "
                                   "run the same command again to keep waiting")
+            if self.lease is not None:  # no batch commits while the index builds: keep the lease
+                lease_module.renew(self.driver, self.lease)
             time.sleep(poll)

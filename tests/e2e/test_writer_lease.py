@@ -1,0 +1,128 @@
+"""One writer per dataset, against the real server: a second ingest of the same dataset while the
+first runs is refused in one line and writes nothing (before the lease, two ingests at once wrote
+every relationship twice); a lease left by a process that is gone is taken over at once, one from
+another host only when it lapses; a writer whose lease was taken over cannot commit another batch."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from seeder_dgl.graphstore.lease import DatasetBusy
+from seeder_dgl.graphstore.writer import GraphWriter, undirected_unique
+from seeder_dgl.graphstore.writer import dataset_label as label_for
+from tests.helpers.graphs import random_embeddings, random_kg
+
+NODES, EDGES = 2000, 12000
+
+
+def _counts(driver, label):
+    nodes = driver.execute_query(f"MATCH (n:{label}) RETURN count(n) AS c").records[0]["c"]
+    rels = driver.execute_query(f"MATCH (:{label})-[r]->(:{label}) RETURN count(r) AS c").records[0]["c"]
+    return nodes, rels
+
+
+def _ingest(driver, name, **batches):
+    kg = random_kg(name, NODES, EDGES, seed=7)
+    writer = GraphWriter(driver, name, **batches)
+    return writer.ingest(kg, random_embeddings(NODES, seed=7), random_embeddings(4, seed=8), "m", progress=False)
+
+
+def _expected(name):
+    kg = random_kg(name, NODES, EDGES, seed=7)
+    return NODES, len(undirected_unique(kg.edge_src, kg.edge_dst, kg.edge_rel))
+
+
+def _lease(driver, name):
+    rows = driver.execute_query("MATCH (l:SeederLease {name: $n}) RETURN l.owner AS owner", n=name).records
+    return rows[0]["owner"] if rows else None
+
+
+def test_a_second_writer_is_refused_while_the_first_writes(neo4j_driver, dataset_label):
+    name = dataset_label
+    first: dict = {}
+
+    def run_first():
+        try:
+            first["summary"] = _ingest(neo4j_driver, name, node_batch=40, relationship_batch=150)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            first["error"] = exc
+
+    thread = threading.Thread(target=run_first)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while _lease(neo4j_driver, name) is None and thread.is_alive():
+            assert time.monotonic() < deadline, "the first ingest never took its lease"
+            time.sleep(0.02)
+        with pytest.raises(DatasetBusy) as refused:
+            _ingest(neo4j_driver, name)
+        message = str(refused.value)
+        assert "\n" not in message and f"dataset {name!r} is being written by another command (`ingest`" in message
+        with pytest.raises(DatasetBusy):
+            GraphWriter(neo4j_driver, name).drop()  # nor dropped under it
+    finally:
+        thread.join(timeout=300)
+    assert "error" not in first, first.get("error")
+    assert _counts(neo4j_driver, label_for(name)) == _expected(name)  # no relationship written twice
+    assert _lease(neo4j_driver, name) is None  # given back
+    assert _ingest(neo4j_driver, name).skipped  # and the dataset is whole: a third run has nothing to do
+    GraphWriter(neo4j_driver, name).drop()
+    assert _lease(neo4j_driver, name) is None and _counts(neo4j_driver, label_for(name)) == (0, 0)
+
+
+@pytest.mark.parametrize("holder, lapsed, taken", [
+    ("{host}:{dead}:abc", False, True),          # a process of this host that is gone: taken at once
+    ("elsewhere.example:4242:abc", False, False),  # another host's, still current: refused
+    ("elsewhere.example:4242:abc", True, True),    # another host's, lapsed: taken
+])
+def test_a_lease_left_behind_is_taken_over_only_when_its_holder_is_gone(neo4j_driver, dataset_label, holder,
+                                                                       lapsed, taken):
+    dead = 2 ** 22 + 12345  # above Linux's default pid_max: no process has it
+    owner = holder.format(host=socket.gethostname(), dead=dead)
+    neo4j_driver.execute_query(
+        "CREATE (:SeederLease {name: $n, owner: $o, command: 'ingest', since: datetime(), "
+        "until: datetime() + duration({seconds: $s})})", n=dataset_label, o=owner, s=-5 if lapsed else 600)
+    try:
+        if taken:
+            assert _ingest(neo4j_driver, dataset_label).nodes == NODES
+            assert _lease(neo4j_driver, dataset_label) is None
+        else:
+            with pytest.raises(DatasetBusy, match="pid 4242 on elsewhere.example"):
+                _ingest(neo4j_driver, dataset_label)
+            assert _counts(neo4j_driver, label_for(dataset_label)) == (0, 0)
+    finally:
+        neo4j_driver.execute_query("MATCH (l:SeederLease {name: $n}) DELETE l", n=dataset_label)
+        GraphWriter(neo4j_driver, dataset_label).drop()
+
+
+def test_a_writer_whose_lease_was_taken_over_commits_no_further_batch(neo4j_driver, dataset_label):
+    name = dataset_label
+    outcome: dict = {}
+
+    def run():
+        try:
+            _ingest(neo4j_driver, name, node_batch=40, relationship_batch=150)
+        except DatasetBusy as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while True:
+        rows = neo4j_driver.execute_query("MATCH (m:SeederDataset {name: $n}) RETURN m.nodes_done AS d",
+                                          n=name).records
+        if rows and (rows[0]["d"] or 0) >= 200:
+            break
+        assert time.monotonic() < deadline and thread.is_alive(), "the ingest did not get going"
+        time.sleep(0.01)
+    neo4j_driver.execute_query("MATCH (l:SeederLease {name: $n}) SET l.owner = 'elsewhere.example:1:x'", n=name)
+    thread.join(timeout=300)
+    assert "taken over by another command" in str(outcome.get("error")), outcome
+    done = neo4j_driver.execute_query("MATCH (m:SeederDataset {name: $n}) RETURN m.nodes_done AS d",
+                                      n=name).records[0]["d"]
+    assert _counts(neo4j_driver, label_for(name))[0] == done  # the counter and the nodes agree
+    neo4j_driver.execute_query("MATCH (l:SeederLease {name: $n}) DELETE l", n=name)
+    GraphWriter(neo4j_driver, name).drop()
