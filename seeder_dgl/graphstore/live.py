@@ -28,6 +28,10 @@ from seeder_dgl.retrieval.linking import CANDIDATES, NameQuery
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 
+class DatasetGone(SeederError):
+    """The dataset was dropped while a long-lived reader (``serve``, a ``Retriever``) had it open."""
+
+
 class LiveGraphError(SeederError):
     """The dataset is not there, not ready, or a query against it failed."""
 
@@ -145,7 +149,7 @@ class LiveGraph:
         relationships like the others. Returns whether anything changed."""
         rows = self._run("dataset/relation_count", "reading the dataset record", name=self.info.name)
         if not rows:
-            raise LiveGraphError(f"dataset {self.info.name!r} was dropped: ingest it again")
+            raise DatasetGone(f"dataset {self.info.name!r} was dropped: ingest it again")
         if int(rows[0]["relations"] or 0) == len(self.info.relation_types):
             return False
         self._set_info(self._load_info(self.info.name))

@@ -39,6 +39,7 @@ from seeder_dgl import __version__
 from seeder_dgl.api import METHODS
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import Neo4jUnavailable
+from seeder_dgl.graphstore.live import DatasetGone
 from seeder_dgl.validation import MAX_K, ValidationError
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -96,6 +97,7 @@ class ErrorOut(BaseModel):
 
 
 ERRORS = {400: {"model": ErrorOut, "description": "A request to fix"},
+          404: {"model": ErrorOut, "description": "The dataset was dropped since the server started"},
           503: {"model": ErrorOut, "description": "Neo4j cannot be reached"},
           500: {"model": ErrorOut, "description": "Anything else (details in the server's log)"}}
 
@@ -125,6 +127,8 @@ def database_down(exc: BaseException | None) -> bool:
 def error_status(exc: BaseException) -> int:
     if isinstance(exc, ApiError):
         return exc.status
+    if isinstance(exc, DatasetGone):
+        return 404
     if database_down(exc):
         return 503
     if isinstance(exc, ValidationError):
@@ -326,7 +330,16 @@ def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bo
 
     @app.get("/datasets", summary="The served datasets and the methods each can run")
     def datasets() -> JSONResponse:
-        return JSONResponse({"default": default_dataset, "datasets": [s.describe() for s in served.values()]})
+        current = []
+        for target in served.values():
+            try:
+                target.retriever.graph.refresh()  # one small query: the record is still there
+            except DatasetGone:
+                continue  # dropped since the server started: no longer offered
+            except Exception:  # noqa: BLE001 - Neo4j down: /health says so; list what was served
+                pass
+            current.append(target.describe())
+        return JSONResponse({"default": default_dataset, "datasets": current})
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:

@@ -302,3 +302,19 @@ def test_only_this_servers_host_names_are_answered(toy):
         with TestClient(app, base_url=f"http://{host}") as c:
             assert c.get("/health").status_code == status, host
 
+
+
+def test_a_dataset_dropped_while_served_answers_404_and_leaves_the_list(toy):
+    from seeder_dgl.graphstore.live import DatasetGone
+
+    gone = FakeRetriever("gone")
+
+    def dropped():
+        raise DatasetGone("dataset 'gone' was dropped: ingest it again")
+
+    with TestClient(create_app([toy, gone])) as c:
+        gone.graph.refresh = dropped
+        gone.fail = DatasetGone("dataset 'gone' was dropped: ingest it again")
+        response = post(c, {"question": "q", "dataset": "gone"})
+        assert response.status_code == 404 and response.json() == {"error": "dataset 'gone' was dropped: ingest it again"}
+        assert [d["name"] for d in c.get("/datasets").json()["datasets"]] == ["toy"]
