@@ -63,8 +63,9 @@ def check_budgets(budgets: Any) -> tuple[int, ...]:
     return values
 
 
-MAX_QUESTION_CHARS = 4000
-"""A question is a sentence or a paragraph; the encoder reads only its first few hundred tokens."""
+MAX_QUESTION_CHARS = 100_000
+"""Longer text is refused, not truncated: the encoder reads only its first few hundred tokens, and
+the name search its first few dozen words, so a question this long is a mistake (a file pasted in)."""
 MAX_WORD_CHARS = 200
 """Each word of the question becomes a (fuzzy) clause of the full-text query on names: a word longer
 than any name is a request Lucene refuses (too many clauses), not a question."""

@@ -93,7 +93,7 @@ def test_retrieve_answers_with_the_json_of_query_and_the_dataset_default_method(
     ({"question": "x", "method": "seeder"}, "method 'seeder' is not available for firms: no trained checkpoint"),
     ({"question": "x", "method": "magic"}, "unknown method 'magic'"),
     ({"question": "   "}, "the question is empty"),
-    ({"question": "x " * 2500}, "ask in at most 4,000"),
+    ({"question": "x " * 60_000}, "ask in at most 100,000"),
     ({"question": "who is " + "x" * 300}, "a word of 300 characters"),
 ])
 def test_bad_input_is_the_tools_one_line_error(served, arguments, says):
