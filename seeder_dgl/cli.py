@@ -719,7 +719,7 @@ def train(
 def query_command(
     dataset: str = typer.Argument(..., help="An ingested dataset."),
     question: str = typer.Argument(..., help="The question, in natural language."),
-    k: int = typer.Option(20, "--k", min=1, help="How many nodes to return."),
+    k: int = typer.Option(20, "--k", help="How many nodes to return."),
     method: str = typer.Option("seeder", help="seeder (trained policy), dense, khop or ppr."),
     output: str = typer.Option("table", "--format", help="table, json, triples or cypher."),
     checkpoint: str = typer.Option(None, help="Policy checkpoint \\[default: runs/<dataset>/<profile>-full/best.pt; "
@@ -746,9 +746,12 @@ def query_command(
     from seeder_dgl.api import Retriever
     from seeder_dgl.datasets import DatasetContext
 
+    from seeder_dgl.validation import check_k, check_question
+
     if output not in ("table", "json", "triples", "cypher"):
         raise SeederError(f"--format is table, json, triples or cypher (a statement for Neo4j Browser), "
                           f"not {output!r}")
+    check_k(k), check_question(question)  # before connecting: what is wrong with the input comes first
     ds = DatasetContext.open(dataset, profile)
     with Retriever(dataset, method=method, checkpoint=checkpoint, seeds=seeds, profile=ds.profile, seeding=seeding,
                    budgets=_budgets(budgets, ds.retrieval.budgets)) as retriever:
@@ -875,7 +878,7 @@ def eval_command(
                                                         "graph by name; unknown names are reported)."),
     methods: str = typer.Option(None, help="Comma list: dense,khop,ppr,ppr_mmr,beam,pcst,seeder,seeder-<ablation> "
                                            "\\[default: all found]."),
-    k: int = typer.Option(20, "--k", min=1, help="Cut-off of Hit@k/Recall@k."),
+    k: int = typer.Option(20, "--k", help="Cut-off of Hit@k/Recall@k."),
     depth: int = typer.Option(None, min=1, help="Nodes asked of each method; @any/size over them \\[default: K-hop budget B]."),
     limit: int = typer.Option(None, min=1, help="Only the first N questions."),
     sample: int = typer.Option(None, min=1, help="A fixed random sample of N questions (seed 0), in split order."),

@@ -99,7 +99,7 @@ def test_ctrl_c_says_how_to_continue(monkeypatch):
     (["extract", "metaqa", "--limit", "-5"], "--limit"),
     (["eval", "metaqa", "--limit", "0"], "--limit"),
     (["eval", "metaqa", "--sample", "-1"], "--sample"),
-    (["query", "metaqa", "who", "--k", "0"], "--k"),
+    (["query", "metaqa", "who", "--k", "0"], "k must be at least 1"),
 ])
 def test_numbers_out_of_range_are_refused_before_any_work(args, says):
     result = runner.invoke(app, args)
