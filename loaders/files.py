@@ -224,8 +224,10 @@ def read_table(path: Path, header: bool = True):
         text = read_text(path)
         if suffix in (".jsonl", ".ndjson", ".json"):
             stripped = text.lstrip()
+            # dtype=object: each value stays what JSON made it. Inferred, a column of ints and
+            # floats (or ints and nulls) becomes float64, and ids past 2**53 lose their last digits.
             if stripped.startswith("["):  # a JSON array of objects
-                return pd.DataFrame(json.loads(stripped))
+                return pd.DataFrame(json.loads(stripped), dtype=object)
             rows = []
             for line_no, line in enumerate(text.splitlines(), start=1):
                 if not line.strip():
@@ -237,7 +239,7 @@ def read_table(path: Path, header: bool = True):
                 if not isinstance(row, dict):
                     raise DataError(f"{path}, line {line_no}: expected a JSON object, got {type(row).__name__}")
                 rows.append(row)
-            return pd.DataFrame(rows)
+            return pd.DataFrame(rows, dtype=object)
         sep = "\t" if suffix in (".tsv", ".tab") else ","
         return pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=False,
                            header=0 if header else None)

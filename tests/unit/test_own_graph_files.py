@@ -66,6 +66,22 @@ def test_integer_ids_text_and_embedding_columns(tmp_path):
     assert any("color" in n for n in loaded.notes) and any("repeated" in n for n in loaded.notes)
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_ids_past_two_to_the_53_stay_exact_in_json(tmp_path, fmt):
+    """A column of ints beside a float (or a null name) must not become float64: 2**53 + 1 would
+    turn into 2**53, and two nodes into one."""
+    big = 2 ** 53
+    rows = [{"id": big + 1, "name": "a"}, {"id": big, "name": None}, {"id": 2.0, "name": "c"},
+            {"id": 18446744073709551615, "name": "d"}]
+    text = ("".join(json.dumps(r) + "\n" for r in rows) if fmt == "jsonl" else json.dumps(rows))
+    (tmp_path / f"nodes.{fmt}").write_text(text)
+    (tmp_path / "edges.jsonl").write_text(json.dumps({"source": big + 1, "relation": "r", "target": big}) + "\n"
+                                          + json.dumps({"source": 2.0, "relation": "r", "target": 18446744073709551615}))
+    kg = load_tables(tmp_path / f"nodes.{fmt}", tmp_path / "edges.jsonl", "g").kg
+    assert kg.node_keys == [str(big + 1), str(big), "2", "18446744073709551615"]
+    assert kg.edge_src.tolist() == [0, 2] and kg.edge_dst.tolist() == [1, 3]
+
+
 @pytest.mark.parametrize("nodes,edges,message", [
     ("id,name\n1,a\n1,b\n", "source,relation,target\n1,r,1\n", "row 2: id '1' repeats row 1"),
     ("id,name\n1,a\n2,b\n", "source,relation,target\n1,r,9\n", "row 1: target '9' is not a node id"),
