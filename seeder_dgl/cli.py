@@ -37,6 +37,18 @@ INTERRUPTED_HINTS = {
 """What to do after Ctrl-C, for commands where running the same command again does not continue."""
 
 
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while handling a Ctrl-C (the driver's ``BufferError`` when an
+    interrupt lands in the middle of reading a result)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def one_line_errors(func: Callable) -> Callable:
     """Turn the project's user-facing errors into one red line and exit code 1."""
 
@@ -48,6 +60,11 @@ def one_line_errors(func: Callable) -> Callable:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(1)
         except Exception as exc:
+            if _interrupted(exc):  # Ctrl-C inside the driver can surface as its cleanup's error
+                err_console.print(f"[yellow]interrupted[/]: what was committed to Neo4j or disk is kept; "
+                                  f"{INTERRUPTED_HINTS.get(func.__name__, 'run the same command again to continue')}",
+                                  soft_wrap=True)
+                raise typer.Exit(130)
             # A driver error no layer below turned into a SeederError (a statement the command runs
             # itself): the server's reason, on one line, never the driver's traceback.
             if not type(exc).__module__.startswith("neo4j."):

@@ -116,3 +116,20 @@ def test_an_output_folder_that_is_a_file_is_refused_in_one_line(command, tmp_pat
         assert result.exit_code == 1 and "is a file, not a folder" in result.output, result.output
         assert "Traceback" not in result.output
     assert existing.read_text() == "keep me"
+
+
+def test_an_interrupt_that_surfaces_as_another_error_still_says_interrupted(monkeypatch):
+    """Ctrl-C while the driver reads a result: its cleanup raises BufferError with the interrupt as
+    its context; the command reports the interrupt, not the BufferError's traceback."""
+    import seeder_dgl.training.command as training_command
+
+    def interrupted_inside_the_driver(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise BufferError("Existing exports of data: object cannot be re-sized")
+
+    monkeypatch.setattr(training_command, "run_training", interrupted_inside_the_driver)
+    result = runner.invoke(app, ["train", "metaqa"])
+    assert result.exit_code == 130 and "interrupted" in result.output and "--resume" in result.output
+    assert "BufferError" not in result.output and "Traceback" not in result.output
