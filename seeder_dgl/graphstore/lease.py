@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,8 +27,6 @@ from seeder_dgl.graphstore.cypher import query
 
 TTL_SECONDS = 600
 """A lease not extended for this long (no batch committed, no renewal) may be taken by another writer."""
-_CONSTRAINED: set[int] = set()
-_LOCK = threading.Lock()
 
 
 class DatasetBusy(SeederError):
@@ -75,11 +72,8 @@ def _run(driver: Driver, database: str | None, statement: str, what: str, **para
 
 def acquire(driver: Driver, dataset: str, command: str, database: str | None = None) -> Lease:
     """The dataset's writer lease, or a one-line ``DatasetBusy`` naming who holds it."""
-    key = id(driver)
-    with _LOCK:
-        if key not in _CONSTRAINED:
-            _run(driver, database, "dataset/lease_constraint", "creating the lease constraint")
-            _CONSTRAINED.add(key)
+    # Every time (IF NOT EXISTS: a no-op when there): the last drop, perhaps by another process, removes it.
+    _run(driver, database, "dataset/lease_constraint", "creating the lease constraint")
     owner = new_owner()
     row = _run(driver, database, "dataset/lease_acquire", "taking the dataset's writer lease", name=dataset,
                owner=owner, command=command, ttl=TTL_SECONDS, takeover=None)[0]
@@ -108,6 +102,17 @@ def release(driver: Driver, lease: Lease) -> None:
                              database_=lease.database)
     except (Neo4jError, DriverError, OSError):
         pass  # the lease lapses by itself; the command's own error, if any, is the one to report
+
+
+def cleanup(driver: Driver, database: str | None = None) -> None:
+    """After the last dataset's drop: the lease constraint goes too, so a database seeder-dgl no
+    longer uses is left as it was before (the next writer creates it again)."""
+    try:
+        row = driver.execute_query(query("dataset/lease_leftovers"), database_=database).records[0]
+        if not row["datasets"] and not row["leases"]:
+            driver.execute_query(query("dataset/lease_drop_constraint"), database_=database)
+    except (Neo4jError, DriverError, OSError):
+        pass  # a constraint left behind costs nothing; the drop itself succeeded
 
 
 @contextmanager

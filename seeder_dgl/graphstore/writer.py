@@ -284,7 +284,9 @@ class GraphWriter:
         or its label and properties on the user's nodes (adopted in place), indexes, the id
         constraint and the record. Returns the number of nodes deleted or released."""
         with self.writing("drop"):
-            return self._reset(drop_constraint=True)
+            done = self._reset(drop_constraint=True)
+        lease_module.cleanup(self.driver, self.database)
+        return done
 
     # ---- the ingest -------------------------------------------------------------------------
     def ingest(self, kg: KnowledgeGraph, node_emb: np.ndarray, rel_emb: np.ndarray, model: str,
