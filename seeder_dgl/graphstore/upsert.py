@@ -151,6 +151,9 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
         current = tx.run(query("upsert/lock_record"), name=dataset).single()
         if current is None:
             raise UpsertError(f"dataset {dataset!r} was dropped during the upsert: nothing was changed")
+        if current["busy_with"]:
+            raise UpsertError(f"dataset {dataset!r} is being written by another command (`{current['busy_with']}`): "
+                              "nothing was changed; upsert again once it is done")
         relation_names, relation_types = list(current["relation_names"]), list(current["relation_types"])
         relation_emb = np.asarray(current["relation_embeddings"] or [], dtype=np.float32).reshape(-1, dim)
         new_relations = sorted({e.relation for e in edges} - set(relation_names) - set(relation_types))

@@ -126,3 +126,23 @@ def test_a_writer_whose_lease_was_taken_over_commits_no_further_batch(neo4j_driv
     assert _counts(neo4j_driver, label_for(name))[0] == done  # the counter and the nodes agree
     neo4j_driver.execute_query("MATCH (l:SeederLease {name: $n}) DELETE l", n=name)
     GraphWriter(neo4j_driver, name).drop()
+
+
+def test_an_upsert_does_not_write_under_another_writers_lease(neo4j_driver, dataset_label):
+    from seeder_dgl.graphstore.upsert import NodeRow, UpsertError, upsert
+
+    _ingest(neo4j_driver, dataset_label)
+    row = NodeRow(id=NODES + 1, name="late node", type="entity", text="late node",
+                  embedding=random_embeddings(1, seed=9)[0].tolist())
+    neo4j_driver.execute_query(
+        "CREATE (:SeederLease {name: $n, owner: 'elsewhere.example:1:x', command: 'drop', since: datetime(), "
+        "until: datetime() + duration({seconds: 600})})", n=dataset_label)
+    try:
+        with pytest.raises(UpsertError, match="being written by another command .`drop`.: nothing was changed"):
+            upsert(neo4j_driver, dataset_label, [row], [], lambda texts: random_embeddings(len(texts), seed=3))
+        assert _counts(neo4j_driver, label_for(dataset_label))[0] == NODES
+    finally:
+        neo4j_driver.execute_query("MATCH (l:SeederLease {name: $n}) DELETE l", n=dataset_label)
+    upsert(neo4j_driver, dataset_label, [row], [], lambda texts: random_embeddings(len(texts), seed=3))
+    assert _counts(neo4j_driver, label_for(dataset_label))[0] == NODES + 1
+    GraphWriter(neo4j_driver, dataset_label).drop()
