@@ -157,6 +157,10 @@ class GraphWriter:
     """What the dataset's nodes hold under which names (``graphstore.schema``); set once the
     record is read (statements run before that, reading the record, have no slots)."""
 
+    lease: lease_module.Lease | None = None
+    """The dataset's writer lease while ``ingest``, ``reset``, ``drop`` or an adoption runs
+    (``graphstore.lease``); None between them."""
+
     def __init__(self, driver: Driver, dataset: str, database: str | None = None,
                  node_batch: int = NODE_BATCH, relationship_batch: int = RELATIONSHIP_BATCH):
         self.driver = driver
@@ -167,8 +171,6 @@ class GraphWriter:
         self.schema = StoreSchema.from_record(existing) if existing else StoreSchema.ingested(self.label)
         self.node_batch = node_batch
         self.relationship_batch = relationship_batch
-        self.lease: lease_module.Lease | None = None
-        """The dataset's writer lease while ``ingest``, ``reset`` or ``drop`` runs (``graphstore.lease``)."""
 
     @contextmanager
     def writing(self, command: str):

@@ -159,7 +159,8 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
         val_records, val_q = val_records[:limit], val_q[:limit]
     features = load_features(dataset, ds.cache)
     meta = {**features.meta, "threads": thread_info, "limit": limit,
-            "bound_to": {**features.meta["bound_to"], **({} if ds.retrieval.relation_prior else {"relation_prior": None})},
+            "bound_to": {**(features.meta.get("bound_to") or {}),
+                         **({} if ds.retrieval.relation_prior else {"relation_prior": None})},
             "extraction": {s: _split_summary(path) for s, path in splits.items()}}
     out_dir = check_output_folder(out) if out else ds.run_dir(ablation)
     return train(cfg, train_records, train_q, val_records, val_q, features.node_emb, len(features.relation_types),

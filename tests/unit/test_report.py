@@ -201,7 +201,8 @@ def offline(monkeypatch, tmp_path):
     class FakeLive:
         def __init__(self, driver, dataset, database=None):
             kg = state["kg"]
-            self.info = types.SimpleNamespace(model="fake-model", dimension=HashEncoder.dim, name=dataset)
+            self.info = types.SimpleNamespace(model="fake-model", dimension=HashEncoder.dim, name=dataset,
+                                              bound_to=lambda uses_prior: {"graph": None, "relation_prior": None})
 
         def check_ready(self):
             pass
@@ -213,7 +214,7 @@ def offline(monkeypatch, tmp_path):
                                   kg.edge_src, kg.edge_dst, kg.edge_rel, kg.relation_types(),
                                   enc.encode(kg.relation_names))
 
-    def load_policy(path, dataset, embedding_model, dimension):
+    def load_policy(path, dataset, embedding_model, dimension, bound_to=None):
         state["loaded"].append((Path(path).parent.name, dataset, embedding_model, dimension))
         if Path(path).parent.name == "broken":
             raise RuntimeError("checkpoint from another model")
