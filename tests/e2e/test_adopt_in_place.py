@@ -68,10 +68,22 @@ def _stripped(snapshot, seeder_label: str):
              for labels, p in nodes], rels)
 
 
+LEASE_CONSTRAINT = "seeder_lease_name"
+"""seeder-dgl's own, for every dataset of the database (graphstore/lease.py): it exists while any
+seeder-dgl writer has run since the last dataset went, and goes with the last dataset's drop."""
+
+
 def _schema_objects(driver) -> set[str]:
+    """The database's constraints and indexes, but for the lease constraint (checked apart)."""
     constraints = driver.execute_query("SHOW CONSTRAINTS YIELD name RETURN collect(name) AS c").records[0]["c"]
     indexes = driver.execute_query("SHOW INDEXES YIELD name RETURN collect(name) AS c").records[0]["c"]
-    return set(constraints) | set(indexes)
+    return (set(constraints) | set(indexes)) - {LEASE_CONSTRAINT}
+
+
+def _lease_constraint_matches_the_datasets_left(driver) -> bool:
+    names = driver.execute_query("SHOW CONSTRAINTS YIELD name RETURN collect(name) AS c").records[0]["c"]
+    datasets = driver.execute_query("MATCH (m:SeederDataset) RETURN count(m) AS c").records[0]["c"]
+    return datasets > 0 or LEASE_CONSTRAINT not in names
 
 
 def test_a_graph_is_adopted_in_place_used_live_and_dropped_without_trace(own_env, neo4j_driver, dataset_label,
@@ -196,6 +208,7 @@ def test_a_graph_is_adopted_in_place_used_live_and_dropped_without_trace(own_env
         assert _record(neo4j_driver, name) is None
         assert neo4j_driver.execute_query(f"MATCH (n:{seeder}) RETURN count(n) AS c").records[0]["c"] == 0
         assert _schema_objects(neo4j_driver) == schema_before
+        assert _lease_constraint_matches_the_datasets_left(neo4j_driver)  # nothing of ours once none is left
         assert not (own_env / "cache" / name).exists()
     finally:
         neo4j_driver.execute_query("MATCH (n) WHERE n.owner = $tag DETACH DELETE n", tag=tag)
