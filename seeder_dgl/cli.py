@@ -13,7 +13,7 @@ from typing import Callable, Optional
 import typer
 from rich.console import Console
 
-from seeder_dgl.errors import SeederError
+from seeder_dgl.errors import SeederError, raised_from
 
 app = typer.Typer(
     name="seeder-dgl",
@@ -37,18 +37,6 @@ INTERRUPTED_HINTS = {
 """What to do after Ctrl-C, for commands where running the same command again does not continue."""
 
 
-def _interrupted(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised while handling a Ctrl-C (the driver's ``BufferError`` when an
-    interrupt lands in the middle of reading a result)."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
 def one_line_errors(func: Callable) -> Callable:
     """Turn the project's user-facing errors into one red line and exit code 1."""
 
@@ -60,7 +48,7 @@ def one_line_errors(func: Callable) -> Callable:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(1)
         except Exception as exc:
-            if _interrupted(exc):  # Ctrl-C inside the driver can surface as its cleanup's error
+            if raised_from(exc, KeyboardInterrupt):  # Ctrl-C in the driver can surface as its cleanup's error
                 err_console.print(f"[yellow]interrupted[/]: what was committed to Neo4j or disk is kept; "
                                   f"{INTERRUPTED_HINTS.get(func.__name__, 'run the same command again to continue')}",
                                   soft_wrap=True)
@@ -768,7 +756,8 @@ def query_command(
     if output not in ("table", "json", "triples", "cypher"):
         raise SeederError(f"--format is table, json, triples or cypher (a statement for Neo4j Browser), "
                           f"not {output!r}")
-    check_k(k), check_question(question)  # before connecting: what is wrong with the input comes first
+    check_k(k)  # before connecting: what is wrong with the input comes first
+    check_question(question)
     ds = DatasetContext.open(dataset, profile)
     with Retriever(dataset, method=method, checkpoint=checkpoint, seeds=seeds, profile=ds.profile, seeding=seeding,
                    budgets=_budgets(budgets, ds.retrieval.budgets)) as retriever:

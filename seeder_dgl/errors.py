@@ -24,3 +24,17 @@ def check_dataset_name(name: object) -> str:
         raise SeederError(f"{name!r} cannot name a dataset: seeder-dgl's cache keeps a folder of its own under that "
                           "name; choose another (e.g. my_kg)")
     return name
+
+
+def raised_from(exc: BaseException | None, types: type | tuple[type, ...]) -> bool:
+    """Whether ``exc``, or anything it was raised from or while handling (``__cause__``,
+    ``__context__``), is one of ``types``: the project wraps driver errors in its own, and an
+    interrupt can surface as the error of the cleanup it cut short."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, types):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+

@@ -24,6 +24,7 @@ from neo4j.exceptions import DriverError, Neo4jError
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query
+from seeder_dgl.graphstore.server import pid_alive
 
 TTL_SECONDS = 600
 """A lease not extended for this long (no batch committed, no renewal) may be taken by another writer."""
@@ -52,15 +53,7 @@ def _gone(owner: str | None) -> bool:
         pid_number = int(pid)
     except ValueError:
         return False
-    if host != socket.gethostname() or pid_number == os.getpid():
-        return False
-    try:
-        os.kill(pid_number, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return host == socket.gethostname() and pid_number != os.getpid() and not pid_alive(pid_number)
 
 
 def _run(driver: Driver, database: str | None, statement: str, what: str, **params):

@@ -216,7 +216,8 @@ def _bolt_answers(port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (a zombie counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -369,7 +370,7 @@ class LocalNeo4j:
             pid = int(self.settings.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if _pid_alive(pid) else None
+        return pid if pid_alive(pid) else None
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -448,7 +449,7 @@ class LocalNeo4j:
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 return False
-            if proc is None and not _pid_alive(pid):
+            if proc is None and not pid_alive(pid):
                 return False
             if _bolt_answers(self.settings.port) and self._bolt_ready():
                 return True
@@ -489,9 +490,9 @@ class LocalNeo4j:
         except ProcessLookupError:
             pass
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _pid_alive(pid):
+        while time.monotonic() < deadline and pid_alive(pid):
             time.sleep(0.3)
-        if _pid_alive(pid):
+        if pid_alive(pid):
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -166,9 +166,7 @@ class GraphWriter:
         self.driver = driver
         self.dataset = dataset
         self.database = database if database is not None else default_database()
-        existing = self.record()
-        self.label = self._owned_label(existing)
-        self.schema = StoreSchema.from_record(existing) if existing else StoreSchema.ingested(self.label)
+        self._read_record()
         self.node_batch = node_batch
         self.relationship_batch = relationship_batch
 
@@ -182,12 +180,16 @@ class GraphWriter:
         with lease_module.held(self.driver, self.dataset, command, self.database) as lease:
             self.lease = lease
             try:
-                existing = self.record()
-                self.label = self._owned_label(existing)
-                self.schema = StoreSchema.from_record(existing) if existing else StoreSchema.ingested(self.label)
+                self._read_record()
                 yield
             finally:
                 self.lease = None
+
+    def _read_record(self) -> None:
+        """The dataset's label and property names, as its record says now (a new one when it has none)."""
+        existing = self.record()
+        self.label = self._owned_label(existing)
+        self.schema = StoreSchema.from_record(existing) if existing else StoreSchema.ingested(self.label)
 
     def _progress(self, tx: ManagedTransaction, nodes_done: int | None, relationships_done: int | None) -> None:
         """Advance the resume counters with the batch, fenced by the lease: raising rolls the batch back."""

@@ -37,7 +37,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from seeder_dgl import __version__
 from seeder_dgl.api import METHODS
-from seeder_dgl.errors import SeederError
+from seeder_dgl.errors import SeederError, raised_from
 from seeder_dgl.graphstore.connection import Neo4jUnavailable
 from seeder_dgl.graphstore.live import DatasetGone
 from seeder_dgl.validation import MAX_K, ValidationError
@@ -115,13 +115,7 @@ def database_down(exc: BaseException | None) -> bool:
     """Whether ``exc`` or anything it was raised from says Neo4j cannot be reached or cannot
     answer now. The project wraps driver errors in its own (LiveGraphError ``from`` the driver's),
     so the chain is followed rather than the outer type alone."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, (Neo4jUnavailable, ServiceUnavailable, SessionExpired, TransientError, ConnectionError)):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return raised_from(exc, (Neo4jUnavailable, ServiceUnavailable, SessionExpired, TransientError, ConnectionError))
 
 
 def error_status(exc: BaseException) -> int:

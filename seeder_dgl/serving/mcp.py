@@ -17,6 +17,7 @@ Needs ``pip install 'seeder-dgl[mcp]'``.
 """
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Callable, Sequence
 
 from pydantic import Field
@@ -32,7 +33,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from seeder_dgl import __version__
 from seeder_dgl.api import METHODS
 from seeder_dgl.errors import SeederError
-from seeder_dgl.serving.app import ServedDataset, prepare
+from seeder_dgl.serving.app import ServedDataset, allowed_host_names, prepare
 from seeder_dgl.validation import MAX_K, check_k, check_question
 
 MAX_SUBGRAPH_NODES = 500
@@ -145,12 +146,10 @@ def _one_line(fn: Callable, *args) -> Any:
 
 
 def http_security(host: str, port: int, allowed_hosts: Sequence[str] = ()) -> TransportSecuritySettings:
-    """DNS-rebinding protection: Host and Origin must name this server (localhost by default)."""
-    local = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
-    extra = [f"{h}:{port}" if ":" not in h else h for h in allowed_hosts]
-    if host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::"):
-        extra.append(f"{host}:{port}")
-    hosts = local + extra
+    """DNS-rebinding protection: Host and Origin must name this server (``allowed_host_names``, as
+    for ``serve``), here with the port, which the SDK compares too."""
+    hosts = [name if re.search(r":\d+$", name) else f"{name}:{port}"  # a name given with its port stays so
+             for name in allowed_host_names(host, allowed_hosts) if name != "::1"]  # "[::1]" is its Host form
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
                                      allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts])
 

@@ -37,8 +37,10 @@ class GraphFeatures:
     node_type_names: list[str] | None = None
 
 
-def load_features(dataset: str, cache_dir: Path | None = None) -> GraphFeatures:
-    """Node embeddings and relation types of ``dataset`` from Neo4j (through the cached export)."""
+def load_features(dataset: str, cache_dir: Path | None = None, uses_prior: bool = True) -> GraphFeatures:
+    """Node embeddings and relation types of ``dataset`` from Neo4j (through the cached export);
+    ``uses_prior``: whether the profile's subgraphs were grown with the relation prior (recorded in
+    ``meta["bound_to"]``, which the policy is then bound to)."""
     from seeder_dgl.datasets import cache_root, model_label
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.export import export_graph
@@ -51,7 +53,7 @@ def load_features(dataset: str, cache_dir: Path | None = None) -> GraphFeatures:
     meta = {"name": dataset, "embedding_model": model_label(info.model), "dimension": int(info.dimension),
             "num_nodes": int(export.num_nodes), "num_relationships": int(info.num_relationships),
             "num_relation_types": len(export.relation_types), "status": info.status,
-            "bound_to": info.bound_to(uses_prior=True)}
+            "bound_to": info.bound_to(uses_prior)}
     return GraphFeatures(export.node_emb, list(export.relation_types), export.relation_emb, meta,
                          export.node_type, list(export.node_type_names))
 
@@ -157,10 +159,9 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
             raise SeederError(f"--limit must be at least 1, not {limit}")
         train_records, train_q = train_records[:limit], train_q[:limit]
         val_records, val_q = val_records[:limit], val_q[:limit]
-    features = load_features(dataset, ds.cache)
+    features = load_features(dataset, ds.cache, uses_prior=ds.retrieval.relation_prior)
     meta = {**features.meta, "threads": thread_info, "limit": limit,
-            "bound_to": {**(features.meta.get("bound_to") or {}),
-                         **({} if ds.retrieval.relation_prior else {"relation_prior": None})},
+            "bound_to": features.meta.get("bound_to"),
             "extraction": {s: _split_summary(path) for s, path in splits.items()}}
     out_dir = check_output_folder(out) if out else ds.run_dir(ablation)
     return train(cfg, train_records, train_q, val_records, val_q, features.node_emb, len(features.relation_types),

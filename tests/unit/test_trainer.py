@@ -267,7 +267,7 @@ def test_run_training_reads_the_cache(small_task, tmp_path, monkeypatch):
         write_manifest(folder, {"num_shards": 1, "num_queries": len(recs)})
     seen = {}
 
-    def fake_features(dataset, cache_dir=None):
+    def fake_features(dataset, cache_dir=None, uses_prior=True):
         seen["args"] = (dataset, cache_dir)
         return command.GraphFeatures(node_emb, [f"r{i}" for i in range(num_rel)], None,
                                      {"name": dataset, "embedding_model": "test-encoder", "dimension": 16})
