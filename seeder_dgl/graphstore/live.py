@@ -13,6 +13,7 @@ import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from neo4j import READ_ACCESS, Driver, RoutingControl
@@ -210,6 +211,14 @@ class LiveGraph:
         if state != "ONLINE":
             raise LiveGraphError(f"vector index {self.index} is {state} ({rows[0]['populationPercent']:.0f}% "
                                  "populated): wait for it to come ONLINE and ask again")
+
+    @cached_property
+    def words_index_online(self) -> bool:
+        """Whether the dataset has its name-words index, ONLINE (``schema/words_index.cypher``).
+        Datasets ingested or adopted before it existed have none until ``ingest``/``adopt`` runs
+        again; their names are then found through the name index alone, as before."""
+        rows = self._run("schema/index_state", "reading the name-words index state", name=f"{self.label}_words")
+        return bool(rows) and rows[0]["state"] == "ONLINE"
 
     def query_vector(self, embedding: np.ndarray) -> list[float]:
         embedding = np.asarray(embedding, dtype=np.float32).reshape(-1)
@@ -471,8 +480,10 @@ class LiveGraph:
         lucene = words.lucene(question)
         if not lucene:
             return []
+        name_words = words.words(question) if words.joined and self.words_index_online else ""
         hits = self._lists("seeding/fulltext", "full-text seeding", index=f"{self.label}_name", lucene=lucene,
-                           candidates=int(candidates), embedding=self.query_vector(embedding))
+                           words_index=f"{self.label}_words", words=name_words, candidates=int(candidates),
+                           embedding=self.query_vector(embedding))
         return [{"id": int(i), "name": name, "text_score": float(text), "similarity": float(sim), "type": kind,
                  "degrees": self._degrees(degrees)}
                 for i, name, text, sim, kind, degrees in zip(hits["ids"], hits["names"], hits["text_scores"],

@@ -269,7 +269,7 @@ class GraphWriter:
         """
         self._run("dataset/mark_deleting", "marking the dataset record", name=self.dataset)
         # Indexes first: taking properties off nodes that an index covers costs an index update each.
-        for statement in ("schema/drop_vector_index", "schema/drop_fulltext_index"):
+        for statement in ("schema/drop_vector_index", "schema/drop_fulltext_index", "schema/drop_words_index"):
             self._run(statement, "dropping the dataset's indexes")
         statements = (("adopt/release",) if self.schema.in_place else
                       ("dataset/delete_relationships", "dataset/delete_nodes"))
@@ -490,12 +490,13 @@ class GraphWriter:
 
     def _create_indexes(self, dim: int, quantization: bool, ef_construction: int = EF_CONSTRUCTION,
                         progress: bool = False) -> None:
-        """Create the vector and full-text indexes (if missing) and wait until both are ONLINE."""
+        """Create the vector and both full-text indexes (if missing) and wait until all are ONLINE."""
         self._run("schema/vector_index", "creating the vector index",
                   dimensions=dim, quantization=quantization, ef_construction=int(ef_construction))
         self._run("schema/fulltext_index", "creating the full-text index")
+        self._run("schema/words_index", "creating the name-words index")
         with _progress(progress) as bars:
-            for index in (f"{self.label}_embedding", f"{self.label}_name"):
+            for index in (f"{self.label}_embedding", f"{self.label}_name", f"{self.label}_words"):
                 self.wait_for_index(index, bars)
 
     def wait_for_index(self, name: str, bars: Progress | None = None, timeout: float = 3600.0,

@@ -150,6 +150,19 @@ class NameQuery:
         return " ".join(terms)
 
 
+    def words(self, question: str) -> str:
+        """The name-words index's query (``schema/words_index.cypher``, set for datasets whose names
+        are joined): the question's letter runs of two letters or more, split at every other
+        character as that index's 'stop' analyzer splits names, without stop words (it keeps none)
+        and without digits (it keeps none), each escaped and fuzzy as in ``lucene``. '' when none."""
+        runs = [w.lower() for w in _LETTERS.findall(question)[:MAX_TERMS]]
+        return " ".join(_term(w, self.plain) for w in dict.fromkeys(runs) if len(w) > 1 and w not in STOP_WORDS)
+
+
+_LETTERS = re.compile(r"[^\W\d_]+")
+"""A run of letters: a term as the 'stop' analyzer keeps it."""
+
+
 def lucene_query(question: str, plain: frozenset[str] = frozenset()) -> str:
     """``NameQuery(plain).lucene(question)``: the name-index query of a question."""
     return NameQuery(frozenset(plain)).lucene(question)

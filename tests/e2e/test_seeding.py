@@ -9,6 +9,7 @@ from loaders.kg import KnowledgeGraph
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.graphstore.seeding import check_mode, fuse, seed
+from seeder_dgl.retrieval.linking import link
 from seeder_dgl.graphstore.writer import GraphWriter
 from tests.helpers.graphs import random_embeddings
 
@@ -130,3 +131,39 @@ def test_coverage_rows_count_topics_answers_and_sizes(neo4j_driver, dataset_labe
         assert by_group["all"]["queries"] == 3 and by_group["all"]["mean_nodes"] <= 7
     finally:
         writer.reset()
+
+
+def test_names_joined_with_underscores_are_found_from_questions_typed_with_spaces(neo4j_driver, dataset_label):
+    """A graph whose names join words with '_' (DBpedia titles): the standard name index keeps
+    "Championnat_d'Écosse_de_football_D2_2013-2014" as one term, which a question typed with spaces
+    or without punctuation cannot reach; the name-words index, asked in the same statement,
+    reaches it word by word. ``reset`` removes that index with the others."""
+    from seeder_dgl.retrieval.linking import NameQuery
+
+    names = ["Championnat_d'Écosse_de_football_D2_2013-2014", "Championnat_d'Écosse_de_football_D2_2016-2017",
+             "Virginia_gubernatorial_election,_1993", "Scotland", "Football"]
+    n = len(names)
+    kg = KnowledgeGraph(dataset_label, names, names, np.zeros(n, np.int64), ["thing"],
+                        np.array([0, 1, 2]), np.array([3, 3, 4]), np.array([0, 0, 0]), ["located_in"])
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, random_embeddings(n, seed=1), random_embeddings(1, seed=2), "m", progress=False)
+    label = writer.label
+    try:
+        graph = LiveGraph(neo4j_driver, dataset_label)
+        assert graph.words_index_online
+        q = random_embeddings(1, seed=3)[0]
+        joined, alone = NameQuery(joined=True), NameQuery()
+        words = "which league is championnat decosse de football"
+        assert not {0, 1} & {h["id"] for h in graph.fulltext_hits(words, q, words=alone)}  # one term: unreachable
+        assert {0, 1} <= {h["id"] for h in graph.fulltext_hits(words, q, words=joined)}
+        for question in ("who won championnat decosse de football d2 2013 2014", "who won Championnat d'Écosse de football D2 2013-2014?",
+                         "who won Championnat_d'Écosse_de_football_D2_2013-2014"):
+            hits = graph.fulltext_hits(question, q, words=joined)
+            assert len({h["id"] for h in hits}) == len(hits)  # a node both indexes find is one hit
+            linked = link(question, hits, 1)
+            assert linked.ids(linked.chosen)[:1] == [0], question
+        assert [h["id"] for h in graph.fulltext_hits("virginia gubernatorial elcetion 1993", q, words=joined)][0] == 2
+    finally:
+        writer.reset()
+    left = neo4j_driver.execute_query("SHOW INDEXES YIELD name RETURN collect(name) AS c").records[0]["c"]
+    assert not {f"{label}_name", f"{label}_words", f"{label}_embedding"} & set(left)

@@ -48,7 +48,7 @@ def test_missing_slot_value_is_refused():
 
 # The only string literals any statement may hold: property names and states the project itself
 # defines (and the namespace of its procedures). Anything else would be a value that belongs in a parameter.
-FIXED_LITERALS = {"cosine", "embedding", "complete", "ingesting", "deleting", "upsert", "standard", "", "seeder."}
+FIXED_LITERALS = {"cosine", "embedding", "complete", "ingesting", "deleting", "upsert", "standard", "stop", "", "seeder."}
 
 
 def test_statements_take_values_as_parameters():

@@ -49,6 +49,17 @@ def test_lucene_query_escapes_neutralises_operators_and_fuzzes_long_words():
     assert replace(linker, word_rates={"films": 0.95, "hanks": 0.0, "actor": 0.5}).plain_words == {"films"}
 
 
+def test_the_name_words_query_splits_as_the_stop_analyzer_splits_names():
+    # 'Championnat_d'Écosse_de_football_D2_2013-2014' is indexed as its letter runs: the question's
+    # words are asked the same way, without digits or stop words (the index keeps neither), fuzzy
+    # from FUZZY_TERM letters, plain words exactly, each run once.
+    words = NameQuery(frozenset({"won"}), joined=True).words("who won Championnat_d'Écosse_de_football_D2_2013-2014, "
+                                                              "the football one?")
+    assert words.split() == ["who", "won", "championnat~2", "écosse~1", "de", "football~2", "one"]
+    assert NameQuery().words("1993 - a ?") == ""
+    assert NameQuery().words('x:(y) AND "zz"').split() == ["zz"]  # no Lucene operator survives
+
+
 def test_folding_and_words():
     assert fold("Amélie STRASSE Straße") == "amelie strasse strasse"
     tokens = tokenize("Who wrote Ocean's Eleven, T.J.?")

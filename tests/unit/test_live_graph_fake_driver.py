@@ -243,3 +243,33 @@ def test_a_graph_adopted_in_place_is_read_through_its_own_names_on_both_engines(
     assert ".id " not in hop[0] and hop[1]["types"] == ["DIRECTED_BY"] and edges[1]["types"] == ["DIRECTED_BY"]
     with pytest.raises(LiveGraphError, match="only partly adopted: run `seeder-dgl adopt films` again"):
         LiveGraph(FakeDriver(meta={**meta, "status": "ingesting"}), "films").check_ready()
+
+
+def test_names_written_with_underscores_are_also_asked_word_by_word_where_the_words_index_is_online():
+    """A dataset whose names join words with '_' (``NameQuery.joined``) asks its name-words index
+    too, in the same statement, once that index is ONLINE; other datasets, and datasets from
+    before the index, ask the name index alone (``$words`` is '')."""
+    from seeder_dgl.retrieval.linking import NameQuery
+
+    hits = {"ids": [7], "names": ["Virginia_gubernatorial_election,_1993"], "text_scores": [3.0],
+            "similarities": [0.5], "types": ["event"], "degrees": [[1]]}
+
+    def server(state):
+        def answer(text, params):
+            if "SHOW INDEXES" in text:
+                return [FakeRecord({"state": state, "populationPercent": 100.0})] if state else []
+            return [FakeRecord(hits)]
+        return answer
+
+    question, q = "who won virginia gubernatorial election 1993", np.array([1.0, 0, 0, 0])
+    for state, joined, words_asked in (("ONLINE", True, True), ("ONLINE", False, False),
+                                       ("POPULATING", True, False), (None, True, False)):
+        driver = FakeDriver(answer=server(state))
+        found = LiveGraph(driver, "movies").fulltext_hits(question, q, words=NameQuery(joined=joined))
+        assert [h["id"] for h in found] == [7]
+        text, params = driver.calls[-1]
+        assert params["words_index"] == "Movies_words" and bool(params["words"]) is words_asked, (state, joined)
+        if words_asked:
+            assert params["words"].split() == ["who", "won", "virginia~2", "gubernatorial~2", "election~2"]
+            code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
+            assert "virginia" not in code and "1993" not in code  # values travel as parameters
