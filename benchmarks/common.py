@@ -18,9 +18,21 @@ def machine() -> dict:
         cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "python": platform.python_version(), "java": java[0] if java else "n/a", "os": platform.platform()}
+    try:  # a GPU machine that only trains has no Java
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    except OSError:
+        java = []
+    out = {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+           "python": platform.python_version(), "java": java[0] if java else "n/a", "os": platform.platform()}
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            out["gpu"] = torch.cuda.get_device_name(0)
+            out["torch"] = torch.__version__
+    except ImportError:
+        pass
+    return out
 
 
 def cpu_probe() -> float:
