@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import default_database
-from seeder_dgl.graphstore.backend import GraphBackend, RetrievalSettings, seed_and_expand
+from seeder_dgl.graphstore.backend import GraphBackend, RetrievalSettings, prefetch_linking, seed_and_expand
 from seeder_dgl.subgraph import cache
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -90,7 +90,8 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
                 records, _ = cache.load_shard(path)  # resumed: count it, do not redo it
                 done_before += len(records)
             else:
-                records = [label_subgraph(seed_and_expand(graph, queries[i].text, query_emb[i], settings)[1], queries[i])
+                batch = prefetch_linking(graph, [q.text for q in queries[lo:hi]], query_emb[lo:hi], settings)
+                records = [label_subgraph(seed_and_expand(batch, queries[i].text, query_emb[i], settings)[1], queries[i])
                            for i in range(lo, hi)]
                 cache.save_shard(path, records, query_emb[lo:hi])
             hits.extend(bool(r.labels.any()) for r in records)

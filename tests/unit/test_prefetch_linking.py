@@ -1,0 +1,103 @@
+"""``prefetch_linking``: a batch of questions gets its names read and its templates embedded up
+front, in batches, and every subgraph is the one seeding and expanding each question alone gives."""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, prefetch_linking, seed_and_expand
+from seeder_dgl.retrieval.linking import EntityLinker
+from seeder_dgl.retrieval.memory import GraphArrays, unit_query
+from seeder_dgl.retrieval.relation_prior import RelationPrior
+from tests.helpers.graphs import random_embeddings, random_kg
+
+N, DIM, R = 300, 16, 5
+NAMES = ["Tom Hanks", "Kate Mara", "Ocean's Eleven", "Heat", "Michael Mann", "Amélie"]
+QUESTIONS = ["what films did Tom Hanks star in", "what films did kate mara act in", "who directed oceans eleven",
+             "who directed Heat", "films by Michael Man", "what language is Amélie in", "who directed Heat"]
+
+
+class Names:
+    """The name index: node i is named NAMES[i]; each question finds every name (scored by words shared)."""
+
+    def __init__(self, graph):
+        self.graph, self.calls = graph, 0
+
+    def fulltext_hits(self, question, embedding, candidates=100, words=None):
+        self.calls += 1
+        q = unit_query(embedding)
+        words_of = set(question.lower().split())
+        hits = [{"id": i, "name": name, "text_score": float(len(words_of & set(name.lower().split()))),
+                 "similarity": float(self.graph.node_emb[i].astype(np.float64) @ q), "type": "thing",
+                 "degrees": [1] * R} for i, name in enumerate(NAMES)]
+        return sorted(hits, key=lambda h: -h["text_score"])
+
+
+class Encoder:
+    """Deterministic text embeddings with a question cache, like ``TextEncoder.encode_queries``;
+    ``batches`` records what reached the model."""
+
+    def __init__(self):
+        self.cache, self.batches = {}, []
+
+    def __call__(self, texts):
+        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        if missing:
+            self.batches.append(missing)
+            for t in missing:
+                seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:4], "little")
+                v = np.random.default_rng(seed).normal(size=DIM)
+                self.cache[t] = v / np.linalg.norm(v)
+        return np.stack([self.cache[t] for t in texts])
+
+
+def _world():
+    kg = random_kg("prefetch", N, 1500, seed=3, num_relations=R)
+    graph = MemoryGraph(GraphArrays.from_kg(kg), random_embeddings(N, DIM, seed=4), random_embeddings(R, DIM, seed=5))
+    graph.live = Names(graph)
+    rng = np.random.default_rng(6)
+    prior = RelationPrior(rng.normal(size=(2, R, DIM)), rng.normal(size=(2, R)), [f"r{i}" for i in range(R)], {},
+                          input="template")
+    return graph, prior
+
+
+def test_a_prefetched_batch_gives_the_same_subgraphs_with_its_templates_embedded_in_batches():
+    graph, prior = _world()
+    distinct = list(dict.fromkeys(QUESTIONS))  # a question asked twice has one embedding
+    table = dict(zip(distinct, random_embeddings(len(distinct), DIM, seed=7)))
+    embeddings = np.stack([table[q] for q in QUESTIONS])
+    for seeding in ("fulltext", "hybrid"):
+        alone, batched = Encoder(), Encoder()
+
+        def settings(encode):
+            bound = prior.bind(encode)
+            return RetrievalSettings(seeds=2, budgets=(10, 20), seeding=seeding, relation_prior=bound,
+                                     linker=EntityLinker.default().with_prior(bound))
+
+        one = settings(alone)
+        expected = [seed_and_expand(graph, q, e, one) for q, e in zip(QUESTIONS, embeddings)]
+        graph.live.calls = 0
+        many = settings(batched)
+        prepared = prefetch_linking(graph, QUESTIONS, embeddings, many)
+        # one batch of the linker's templates, then one of those the prior reads that differ (none here)
+        assert graph.live.calls == len(distinct) and len(batched.batches) == 1
+        before = len(batched.batches)
+        got = [seed_and_expand(prepared, q, e, many) for q, e in zip(QUESTIONS, embeddings)]
+        assert graph.live.calls == len(distinct)  # no name read twice
+        assert len(batched.batches) == before  # every template was embedded up front
+        assert len(alone.batches) > 2
+        for (seeds_a, a), (seeds_b, b) in zip(expected, got):
+            assert seeds_a == seeds_b
+            assert a.node_ids.tolist() == b.node_ids.tolist() and a.hop.tolist() == b.hop.tolist()
+            np.testing.assert_array_equal(a.relation_scores, b.relation_scores)
+        # Another embedding of a prefetched question is read from the index again, not mistaken.
+        seed_and_expand(prepared, QUESTIONS[0], embeddings[1], many)
+        assert graph.live.calls == len(distinct) + 1
+
+
+def test_dense_seeding_needs_no_prefetch():
+    graph, prior = _world()
+    settings = RetrievalSettings(seeds=2, budgets=(10,), seeding="dense", relation_prior=prior.bind(Encoder()))
+    assert prefetch_linking(graph, QUESTIONS, random_embeddings(len(QUESTIONS), DIM), settings) is graph
+    assert graph.live.calls == 0
