@@ -294,6 +294,11 @@ class TextEncoder:
         """Embed relation names in readable form ('directed_by' -> 'directed by')."""
         return self.encode([readable_relation(n) for n in names], batch_size=batch_size, show_progress=False)
 
+    def forget_queries(self) -> None:
+        """Empty the question cache of ``encode_queries`` (benchmarks time a cold start with it)."""
+        with self._queries_lock:
+            self._queries.clear()
+
     def encode_queries(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """Embed questions -> float32 [n, d] through a bounded in-memory LRU, never the disk cache.
 

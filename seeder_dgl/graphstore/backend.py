@@ -213,8 +213,9 @@ def prefetch_linking(graph: GraphBackend, questions: Sequence[str], embeddings: 
     and the templates the linker and the relation prior will embed, embedded now in two batches
     (the encoder's question cache keeps them), so that a question of the batch costs what its
     K-hop costs. One template at a time, the encoder took three quarters of ``extract`` (MetaQA,
-    profiled); a batch of 256 costs about what ten single calls do. The subgraphs are the same
-    (``tests/unit/test_extract.py``)."""
+    profiled). The subgraphs are the ones each question alone gets (``tests/unit/test_prefetch_linking.py``),
+    up to the last float bits of the relation terms: a batch pads its templates to one length
+    (``benchmarks/bench_extract.py`` measures both)."""
     if settings.seeding == "dense" or not len(questions):
         return graph
     linker = settings.linker or EntityLinker.default()
