@@ -114,7 +114,7 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
     from seeder_dgl.embeddings import dataset_encoder
     from seeder_dgl.fileio import atomic_write_json
     from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore.cypher import query
+    from seeder_dgl.graphstore import lease
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.graphstore.backend import MemoryGraph
@@ -129,6 +129,7 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
     with open_driver() as driver:
         live = LiveGraph(driver, dataset)
         live.check_ready()
+        lease.check_free(driver, dataset, "tune", live.database)  # before minutes of work, not after
         emb = dataset_encoder(live.info.model).encode([q.text for q in sample], show_progress=False)
         graph = MemoryGraph.from_export(export_graph(driver, dataset, dataset_dir(dataset) / "export", progress=False),
                                         live)
@@ -144,8 +145,8 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
                     "relation_prior": bool(chosen.get("relation_prior")),
                     "subgraph_hit_any": round(chosen["subgraph_hit_any"], 4), "questions": len(sample),
                     "chosen_on": used}
-        driver.execute_query(query("dataset/set_retrieval"), name=dataset, retrieval=json.dumps(settings),
-                             database_=live.database)
+        lease.write_record(driver, dataset, "tune", "dataset/set_retrieval", "storing the tuned settings",
+                           live.database, retrieval=json.dumps(settings))
     manifest = read_manifest(dataset) or {"name": dataset, "format": dataset}
     manifest["retrieval"] = settings
     write_manifest(dataset, manifest)

@@ -1,4 +1,5 @@
-"""One writer per dataset: a lease held in Neo4j by the command that writes (ingest, adopt, drop).
+"""One writer per dataset: a lease held in Neo4j by the command that writes (ingest, adopt, drop,
+upsert; and for the write of its record, ``tune`` and ``extract --refit-prior``).
 
 A second writer on the same dataset is refused in one line instead of interleaving its batches
 with the first's (two ingests at once wrote every relationship twice: each resumed from the
@@ -116,3 +117,18 @@ def held(driver: Driver, dataset: str, command: str, database: str | None = None
         yield lease
     finally:
         release(driver, lease)
+
+
+def check_free(driver: Driver, dataset: str, command: str, database: str | None = None) -> None:
+    """A one-line ``DatasetBusy`` now, before minutes of work, when another command writes the dataset."""
+    with held(driver, dataset, command, database):
+        pass
+
+
+def write_record(driver: Driver, dataset: str, command: str, statement: str, what: str,
+                 database: str | None = None, **params) -> None:
+    """Run one statement that writes the dataset's record (``tune``'s settings, the fitted linker
+    and prior) under the dataset's writer lease: never while an ingest, adopt, upsert or drop of the
+    same dataset writes (a one-line ``DatasetBusy``, nothing written)."""
+    with held(driver, dataset, command, database):
+        _run(driver, database, statement, what, name=dataset, **params)

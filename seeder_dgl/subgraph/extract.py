@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from loaders.kg import Query
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore import lease
 from seeder_dgl.graphstore.connection import default_database
 from seeder_dgl.graphstore.backend import GraphBackend, RetrievalSettings, prefetch_linking, seed_and_expand
 from seeder_dgl.subgraph import cache
@@ -118,7 +119,6 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
     from dataclasses import replace
 
     from seeder_dgl.graphstore.backend import stored_linker, stored_relation_prior
-    from seeder_dgl.graphstore.cypher import query
     from seeder_dgl.retrieval.link_training import FIT_HOPS, fit_linking
     from seeder_dgl.retrieval.linking import EntityLinker
     from seeder_dgl.retrieval.relation_prior import RelationPrior
@@ -127,13 +127,15 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
     prior = None if refit else stored_relation_prior(graph)
     if linker is not None and (prior is not None or not with_prior):
         return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
+    lease.check_free(driver, graph.info.name, "extract --refit-prior", default_database())
     fit = fit_linking(graph, queries, lambda texts: encoder.encode(texts, show_progress=False),
                       hops=max(len(settings.budgets), FIT_HOPS), require_prior=with_prior, typed=typed,
                       max_questions=max_questions, progress=progress)
     linker_text = fit.linker.to_json()
     prior_text = fit.prior.to_json() if fit.prior is not None else None
-    driver.execute_query(query("dataset/set_linking"), name=graph.info.name, linker=linker_text, prior=prior_text,
-                         database_=default_database())
+    lease.write_record(driver, graph.info.name, "extract --refit-prior", "dataset/set_linking",
+                       "storing the entity linker and relation prior", default_database(), linker=linker_text,
+                       prior=prior_text)
     # Exactly what later commands read: the stored JSON, embedding templates as live queries do.
     prior = None
     if prior_text is not None:

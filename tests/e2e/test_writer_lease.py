@@ -146,3 +146,35 @@ def test_an_upsert_does_not_write_under_another_writers_lease(neo4j_driver, data
     upsert(neo4j_driver, dataset_label, [row], [], lambda texts: random_embeddings(len(texts), seed=3))
     assert _counts(neo4j_driver, label_for(dataset_label))[0] == NODES + 1
     GraphWriter(neo4j_driver, dataset_label).drop()
+
+
+def test_tune_and_a_refit_do_not_write_the_record_under_another_writers_lease(neo4j_driver, dataset_label):
+    """``tune`` and ``extract --refit-prior`` write the dataset's record (the chosen settings, the
+    fitted linker and prior): while another command holds the dataset's lease they refuse in one
+    line, before their minutes of work and again at the write, and the record keeps what it had."""
+    from seeder_dgl.graphstore.lease import check_free, write_record
+
+    _ingest(neo4j_driver, dataset_label)
+
+    def record():
+        return neo4j_driver.execute_query("MATCH (m:SeederDataset {name: $n}) RETURN m.retrieval AS r, "
+                                          "m.entity_linker AS l", n=dataset_label).records[0]
+
+    neo4j_driver.execute_query(
+        "CREATE (:SeederLease {name: $n, owner: 'elsewhere.example:1:x', command: 'ingest', since: datetime(), "
+        "until: datetime() + duration({seconds: 600})})", n=dataset_label)
+    try:
+        for command in ("tune", "extract --refit-prior"):
+            with pytest.raises(DatasetBusy, match=r"being written by another command \(`ingest`"):
+                check_free(neo4j_driver, dataset_label, command)
+        with pytest.raises(DatasetBusy):
+            write_record(neo4j_driver, dataset_label, "tune", "dataset/set_retrieval", "storing", retrieval="{}")
+        with pytest.raises(DatasetBusy):
+            write_record(neo4j_driver, dataset_label, "extract --refit-prior", "dataset/set_linking", "storing",
+                         linker="{}", prior=None)
+        assert record()["r"] is None and record()["l"] is None
+    finally:
+        neo4j_driver.execute_query("MATCH (l:SeederLease {name: $n}) DELETE l", n=dataset_label)
+    write_record(neo4j_driver, dataset_label, "tune", "dataset/set_retrieval", "storing", retrieval='{"seeds": 2}')
+    assert record()["r"] == '{"seeds": 2}' and _lease(neo4j_driver, dataset_label) is None  # released after
+    GraphWriter(neo4j_driver, dataset_label).drop()
