@@ -798,6 +798,10 @@ def serve_command(
     allowed_host: list[str] = typer.Option(None, "--allowed-host", help="Another Host header name to answer "
                                            "(e.g. this machine's name with --host 0.0.0.0); localhost's and "
                                            "--host's are always answered, others get 400 (DNS rebinding)."),
+    api_key: str = typer.Option(None, "--api-key", envvar="SEEDER_API_KEY", show_default=False,
+                                help="A secret that /retrieve and /datasets require (Authorization: Bearer KEY "
+                                     "or X-API-Key: KEY; the page asks for it) \[default: none, for a server "
+                                     "only this machine reaches]."),
 ):
     """Serve retrieval over HTTP: a JSON API and a page that draws the retrieved subgraph.
 
@@ -812,12 +816,14 @@ def serve_command(
 
     from seeder_dgl.serving.app import allowed_host_names, check_address, create_app, open_retrievers
 
+    if api_key is not None and not api_key.strip():
+        raise SeederError("the API key is empty: give a secret of your own, or no --api-key")
     check_address(host, port)
     with console.status("Loading the encoder and policy, warming Neo4j's query plans..."):
         retrievers, driver = open_retrievers(datasets or [], method=method, profile=profile)
         try:
             web = create_app(retrievers, default_method=method, on_shutdown=driver.close,
-                             allowed_hosts=allowed_host_names(host, allowed_host or ()))
+                             allowed_hosts=allowed_host_names(host, allowed_host or ()), api_key=api_key)
         except BaseException:
             driver.close()
             raise

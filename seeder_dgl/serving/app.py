@@ -18,12 +18,14 @@ retrieval per method before the first request, so no request pays for loading.
 """
 from __future__ import annotations
 
+import hmac
 import logging
 import re
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -225,9 +227,36 @@ def allowed_host_names(host: str, extra: Sequence[str] = ()) -> list[str]:
     return names + [h for h in extra if h not in names]
 
 
+PROTECTED = ("/retrieve", "/datasets")
+"""The paths an API key guards (``serve --api-key``); /health stays open to probes, the page and its
+files to the browser, which then sends the key the user types."""
+
+
+def origin_allowed(origin: str | None, allowed_hosts: Sequence[str]) -> bool:
+    """Whether a request's Origin header (None: not sent, as by curl, scripts and same-origin GETs)
+    names one of ``allowed_hosts``: a page on another site that posts to a server on 127.0.0.1 sends
+    its own origin, and is refused."""
+    if origin is None:
+        return True
+    try:
+        host = urlsplit(origin).hostname
+    except ValueError:
+        return False
+    return host is not None and (host in allowed_hosts or f"[{host}]" in allowed_hosts)
+
+
+def key_matches(request: Request, api_key: str) -> bool:
+    """``Authorization: Bearer KEY`` or ``X-API-Key: KEY``, compared in constant time."""
+    given = request.headers.get("x-api-key")
+    if given is None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = token.strip() if scheme.lower() == "bearer" else ""
+    return hmac.compare_digest(given.encode(), api_key.encode())
+
+
 def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bool = True,
                on_shutdown: Callable[[], None] | None = None,
-               allowed_hosts: Sequence[str] | None = None) -> FastAPI:
+               allowed_hosts: Sequence[str] | None = None, api_key: str | None = None) -> FastAPI:
     """The FastAPI app serving ``retrievers`` (open Retriever objects, one per dataset; the first is
     the default dataset). ``default_method`` is each dataset's method unless it cannot run there
     (then K-hop). ``warm``: load and run each retriever once now (see :func:`prepare`).
@@ -235,7 +264,12 @@ def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bo
 
     ``allowed_hosts``: the Host header names to answer (others get 400), so that a page on another
     site cannot reach a server on 127.0.0.1 through DNS rebinding; ``serve`` passes
-    :func:`allowed_host_names`, None answers any (tests, a server behind a proxy that checks).
+    :func:`allowed_host_names`, None answers any (tests, a server behind a proxy that checks). With
+    them, a request whose Origin names another site is refused too (403): a page elsewhere cannot
+    have a visitor's browser post questions to it.
+
+    ``api_key``: when given, /retrieve and /datasets answer 401 unless the request sends it
+    (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``; ``serve --api-key`` or ``SEEDER_API_KEY``).
 
     One-line ``SeederError`` when there is nothing to serve or a retriever fails its warm-up.
     """
@@ -261,7 +295,22 @@ def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bo
                               "with the JSON of `seeder-dgl query --format json`; errors are "
                               '`{"error": "..."}`.')
     app.state.served = served
-    if allowed_hosts is not None:
+    if api_key is not None and not api_key.strip():
+        raise SeederError("the API key is empty: give a secret of your own, or no --api-key")
+    if allowed_hosts is not None or api_key is not None:
+        @app.middleware("http")
+        async def _guard(request: Request, call_next):
+            origin = request.headers.get("origin")
+            if allowed_hosts is not None and not origin_allowed(origin, allowed_hosts):
+                return JSONResponse({"error": f"requests from pages at {origin} are refused: serve "
+                                              "--allowed-host names the hosts whose pages may ask"}, status_code=403)
+            if api_key is not None and request.url.path in PROTECTED and not key_matches(request, api_key):
+                return JSONResponse({"error": "missing or wrong API key: send it as 'Authorization: Bearer KEY' or "
+                                              "'X-API-Key: KEY'"}, status_code=401,
+                                    headers={"WWW-Authenticate": "Bearer"})
+            return await call_next(request)
+
+    if allowed_hosts is not None:  # added last, so it runs first: an unknown Host is refused before all
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

@@ -285,6 +285,16 @@ def test_serve_with_a_taken_port_is_a_one_line_error_before_loading_anything():
     assert "error:" in result.output and "cannot listen on" in result.output
 
 
+def test_serve_with_an_empty_api_key_is_a_one_line_error_before_loading_anything(monkeypatch):
+    from typer.testing import CliRunner
+
+    from seeder_dgl.cli import app
+
+    monkeypatch.setenv("SEEDER_API_KEY", " ")
+    result = CliRunner().invoke(app, ["serve"])
+    assert result.exit_code == 1 and "API key is empty" in result.output and len(result.output.splitlines()) == 1
+
+
 def test_other_commands_do_not_import_the_web_stack():
     code = "import sys, seeder_dgl.cli; print(sorted(m for m in ('fastapi', 'uvicorn', 'starlette') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
@@ -318,3 +328,40 @@ def test_a_dataset_dropped_while_served_answers_404_and_leaves_the_list(toy):
         response = post(c, {"question": "q", "dataset": "gone"})
         assert response.status_code == 404 and response.json() == {"error": "dataset 'gone' was dropped: ingest it again"}
         assert [d["name"] for d in c.get("/datasets").json()["datasets"]] == ["toy"]
+
+
+def test_pages_of_other_sites_are_refused_by_their_origin(toy):
+    """A page elsewhere can make a visitor's browser post to a server on 127.0.0.1 with the right Host
+    (its request goes to that address); the browser names the page's own origin, which is refused."""
+    app = create_app([toy], allowed_hosts=serving.allowed_host_names("127.0.0.1", ["kg.example.org"]))
+    with TestClient(app, base_url="http://127.0.0.1:8000") as c:
+        for origin, status in ((None, 200), ("http://127.0.0.1:8000", 200), ("http://localhost:3000", 200),
+                               ("https://kg.example.org", 200), ("http://[::1]:8000", 200),
+                               ("https://attacker.example", 403), ("null", 403),
+                               ("http://127.0.0.1.attacker.example", 403)):
+            headers = {} if origin is None else {"Origin": origin}
+            before = len(toy.calls)
+            response = c.post("/retrieve", json={"question": "q"}, headers=headers)
+            assert response.status_code == status, origin
+            assert len(toy.calls) == before + (status == 200)  # a refused request retrieves nothing
+            if status == 403:
+                assert "refused" in response.json()["error"]
+    assert serving.origin_allowed(None, []) and not serving.origin_allowed("http://[bad", ["x"])
+
+
+def test_an_api_key_guards_the_api_but_not_health_or_the_page(toy):
+    with TestClient(create_app([toy], api_key="s3cret")) as c:
+        for path in ("/retrieve", "/datasets"):
+            before = len(toy.calls)
+            ask = (lambda **kw: c.post(path, json={"question": "q"}, **kw)) if path == "/retrieve" else \
+                (lambda **kw: c.get(path, **kw))
+            missing = ask()
+            assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+            assert "API key" in missing.json()["error"]
+            assert ask(headers={"X-API-Key": "wrong"}).status_code == 401 and len(toy.calls) == before
+            assert ask(headers={"Authorization": "Basic s3cret"}).status_code == 401
+            assert ask(headers={"X-API-Key": "s3cret"}).status_code == 200
+            assert ask(headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert c.get("/health").status_code == 200 and c.get("/").status_code == 200
+    with pytest.raises(SeederError, match="API key is empty"):
+        create_app([toy], api_key="  ")

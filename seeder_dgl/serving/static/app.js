@@ -43,6 +43,20 @@
     methodSelect.value = wanted;
   }
 
+  // A server started with --api-key answers 401 until the request carries the key: ask for it
+  // once, keep it for this tab only (sessionStorage), and send it with every request.
+  async function call(path, options = {}) {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const key = sessionStorage.getItem("seederApiKey");
+      const headers = Object.assign({}, options.headers || {}, key ? {"X-API-Key": key} : {});
+      const response = await fetch(path, Object.assign({}, options, {headers}));
+      if (response.status !== 401 || attempt > 0) return response;
+      const typed = window.prompt("This server needs its API key (serve --api-key):");
+      if (!typed) return response;
+      sessionStorage.setItem("seederApiKey", typed);
+    }
+  }
+
   async function readJson(response) {
     try {
       return await response.json();
@@ -52,7 +66,7 @@
   }
 
   async function loadDatasets(params) {
-    const response = await fetch("datasets");
+    const response = await call("datasets");
     const body = await readJson(response);
     if (!response.ok) throw new Error(body.error || `GET datasets answered ${response.status}`);
     datasets = body.datasets;
@@ -138,8 +152,8 @@
     setStatus("Retrieving\u2026");
     const started = performance.now();
     try {
-      const response = await fetch("retrieve", {method: "POST", headers: {"Content-Type": "application/json"},
-                                                body: JSON.stringify(request)});
+      const response = await call("retrieve", {method: "POST", headers: {"Content-Type": "application/json"},
+                                               body: JSON.stringify(request)});
       const body = await readJson(response);
       if (!response.ok) {
         document.body.dataset.state = "error";
