@@ -195,6 +195,22 @@ class ServedDataset:
                                 else {"available": True}) for m in METHODS}}
 
 
+def choose(served: dict[str, ServedDataset], dataset: str | None, method: str | None) -> tuple[ServedDataset, str]:
+    """The served dataset (None: the first) and method (None: its default) a request asks for, or a
+    one-line ``SeederError`` saying what to ask instead: the HTTP server answers it as 400, the MCP
+    server as a tool error, in the same words."""
+    name = dataset if dataset is not None else next(iter(served))
+    if name not in served:
+        raise SeederError(f"dataset {name!r} is not served here: choose one of {', '.join(served)}")
+    target = served[name]
+    chosen = method if method is not None else target.default_method
+    if chosen not in METHODS:
+        raise SeederError(f"unknown method {chosen!r}: choose one of {', '.join(METHODS)}")
+    if chosen in target.unavailable:
+        raise SeederError(f"method {chosen!r} is not available for {name}: {target.unavailable[chosen]}")
+    return target, chosen
+
+
 def prepare(retriever, default_method: str, warm: bool = True) -> ServedDataset:
     """Load what ``retriever`` needs and, with ``warm``, run one retrieval per method it can run, so
     the first request finds the encoder and policy loaded and Neo4j's query plans compiled.
@@ -328,15 +344,10 @@ def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bo
 
     def pick(request: RetrieveRequest) -> tuple[ServedDataset, str, list[str]]:
         """The dataset, method and questions a request asks for, or a 400 saying what to send."""
-        name = request.dataset if request.dataset is not None else default_dataset
-        if name not in served:
-            raise ApiError(400, f"unknown dataset {name!r}: this server has {', '.join(served)}")
-        target = served[name]
-        method = request.method if request.method is not None else target.default_method
-        if method not in METHODS:
-            raise ApiError(400, f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
-        if method in target.unavailable:
-            raise ApiError(400, f"{method} cannot run on {name}: {target.unavailable[method]}")
+        try:
+            target, method = choose(served, request.dataset, request.method)
+        except SeederError as exc:
+            raise ApiError(400, str(exc)) from None
         if (request.question is None) == (request.questions is None):
             raise ApiError(400, "send either question (one) or questions (a list), not "
                                 + ("both" if request.question is not None else "neither"))

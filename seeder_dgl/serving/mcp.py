@@ -33,7 +33,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from seeder_dgl import __version__
 from seeder_dgl.api import METHODS
 from seeder_dgl.errors import SeederError
-from seeder_dgl.serving.app import ServedDataset, allowed_host_names, prepare
+from seeder_dgl.serving.app import ServedDataset, allowed_host_names, choose, prepare
 from seeder_dgl.validation import MAX_K, check_k, check_question
 
 MAX_SUBGRAPH_NODES = 500
@@ -57,20 +57,12 @@ class McpDatasets:
         self._node_types: dict[str, dict[str, int]] = {}
 
     def pick(self, dataset: str | None) -> ServedDataset:
-        name = dataset or self.default
-        if name not in self.served:
-            raise SeederError(f"dataset {name!r} is not served here: choose one of {', '.join(self.served)}")
-        return self.served[name]
+        return choose(self.served, dataset or None, None)[0]
 
     def retrieve(self, question: str, k: int = 10, method: str | None = None,
                  dataset: str | None = None) -> dict[str, Any]:
         question = check_question(question)  # before any work, as the CLI and the HTTP server do
-        served = self.pick(dataset)
-        chosen = method or served.default_method
-        if chosen not in METHODS:
-            raise SeederError(f"unknown method {chosen!r}: choose one of {', '.join(METHODS)}")
-        if chosen in served.unavailable:
-            raise SeederError(f"method {chosen!r} is not available for {served.name}: {served.unavailable[chosen]}")
+        served, chosen = choose(self.served, dataset or None, method or None)
         (result,) = served.retriever.retrieve_many([question], k=check_k(k), method=chosen)
         return {"dataset": served.name, **result.to_dict()}
 
