@@ -800,7 +800,7 @@ def serve_command(
                                            "--host's are always answered, others get 400 (DNS rebinding)."),
     api_key: str = typer.Option(None, "--api-key", envvar="SEEDER_API_KEY", show_default=False,
                                 help="A secret that /retrieve and /datasets require (Authorization: Bearer KEY "
-                                     "or X-API-Key: KEY; the page asks for it) \[default: none, for a server "
+                                     "or X-API-Key: KEY; the page asks for it) \\[default: none, for a server "
                                      "only this machine reaches]."),
 ):
     """Serve retrieval over HTTP: a JSON API and a page that draws the retrieved subgraph.
