@@ -76,9 +76,7 @@ def write_pack(folder: Path, records, query_emb: np.ndarray, feats) -> None:
     from seeder_dgl.subgraph.cache import save_shard, shard_path, write_manifest
 
     used = np.unique(np.concatenate([r.node_ids for r in records]))
-    local = {int(g): i for i, g in enumerate(used)}
-    renumbered = [replace(r, node_ids=np.asarray([local[int(g)] for g in r.node_ids], dtype=np.int64))
-                  for r in records]
+    renumbered = [replace(r, node_ids=np.searchsorted(used, r.node_ids).astype(np.int64)) for r in records]
     split = folder / "records"
     split.mkdir(parents=True, exist_ok=True)
     save_shard(shard_path(split, 0), renumbered, np.asarray(query_emb, dtype=np.float32))

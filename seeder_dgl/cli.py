@@ -814,10 +814,9 @@ def serve_command(
     configure_threads()  # as for query: one OpenMP thread per pool on few cores
     import uvicorn
 
-    from seeder_dgl.serving.app import allowed_host_names, check_address, create_app, open_retrievers
+    from seeder_dgl.serving.app import allowed_host_names, check_address, check_api_key, create_app, open_retrievers
 
-    if api_key is not None and not api_key.strip():
-        raise SeederError("the API key is empty: give a secret of your own, or no --api-key")
+    check_api_key(api_key)  # before loading anything
     check_address(host, port)
     with console.status("Loading the encoder and policy, warming Neo4j's query plans..."):
         retrievers, driver = open_retrievers(datasets or [], method=method, profile=profile)

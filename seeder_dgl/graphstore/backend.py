@@ -24,7 +24,7 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
 from seeder_dgl.graphstore.seeding import seed_linked
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, induced_edges, khop_select
-from seeder_dgl.retrieval.linking import CANDIDATES, EntityLinker, NameQuery, mention_table, question_template
+from seeder_dgl.retrieval.linking import CANDIDATES, EntityLinker, NameQuery, mention_table
 from seeder_dgl.retrieval.relation_prior import RelationPrior
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -210,12 +210,14 @@ class PrefetchedNames:
 def prefetch_linking(graph: GraphBackend, questions: Sequence[str], embeddings: np.ndarray,
                      settings: RetrievalSettings) -> GraphBackend:
     """``graph`` ready to ``seed_and_expand`` a batch of questions: their full-text hits read now,
-    and the templates the linker and the relation prior will embed, embedded now in two batches
-    (the encoder's question cache keeps them), so that a question of the batch costs what its
-    K-hop costs. One template at a time, the encoder took three quarters of ``extract`` (MetaQA,
-    profiled). The subgraphs are the ones each question alone gets (``tests/unit/test_prefetch_linking.py``),
-    up to the last float bits of the relation terms: a batch pads its templates to one length
-    (``benchmarks/bench_extract.py`` measures both)."""
+    and the templates the linker will embed (each question with its best-matched name masked)
+    embedded now in one batch, which the encoder's question cache keeps. The relation prior reads
+    the same template whenever the seed linked is that name, so it finds it there too; a template
+    of other seeds is embedded when its question is expanded. One template at a time, the encoder
+    took three quarters of ``extract`` (MetaQA, profiled); a second pass linking every question to
+    batch the prior's templates as well saved less than the linking cost (``bench_extract.py``).
+    The subgraphs are the ones each question alone gets (``tests/unit/test_prefetch_linking.py``),
+    up to the last float bits of the relation terms: a batch pads its templates to one length."""
     if settings.seeding == "dense" or not len(questions):
         return graph
     linker = settings.linker or EntityLinker.default()
@@ -224,20 +226,12 @@ def prefetch_linking(graph: GraphBackend, questions: Sequence[str], embeddings: 
     for q, e in zip(questions, embeddings):
         if (q, CANDIDATES, words) not in hits:  # a question asked twice is read once
             hits[(q, CANDIDATES, words)] = (e, graph.fulltext_hits(q, e, CANDIDATES, words))
-    prepared = PrefetchedNames(graph, hits)
-    def reads_templates(prior) -> bool:
-        return prior is not None and getattr(prior, "input", None) == "template" and prior.encode is not None
-
-    if reads_templates(linker.prior):
+    prior = linker.prior or settings.relation_prior  # one prior, one encoder: the dataset's (ensure_linking)
+    if prior is not None and getattr(prior, "input", None) == "template" and prior.encode is not None:
         templates = {mention_table(q, h, linker.word_rates).template() for (q, _, _), (_, h) in hits.items()}
         if templates - {None}:
-            linker.prior.encode(sorted(templates - {None}))
-    if reads_templates(settings.relation_prior):
-        names = [seed_linked(prepared, q, e, settings.seeds, settings.seeding, exact=settings.exact_seeds,
-                             linker=settings.linker)[1] for q, e in zip(questions, embeddings)]
-        templates = {question_template(q, n) for q, n in zip(questions, names)}
-        settings.relation_prior.encode(sorted(templates))
-    return prepared
+            prior.encode(sorted(templates - {None}))
+    return PrefetchedNames(graph, hits)
 
 
 @dataclass

@@ -149,7 +149,6 @@ class NameQuery:
                         terms.append(_LUCENE_SPECIAL.sub(r"\\\1", "_".join(words[i:i + size])))
         return " ".join(terms)
 
-
     def words(self, question: str) -> str:
         """The name-words index's query (``schema/words_index.cypher``, set for datasets whose names
         are joined): the question's letter runs of two letters or more, split at every other

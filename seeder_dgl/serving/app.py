@@ -248,6 +248,13 @@ PROTECTED = ("/retrieve", "/datasets")
 files to the browser, which then sends the key the user types."""
 
 
+def check_api_key(api_key: str | None) -> str | None:
+    """``api_key`` as given (None: no key), or a one-line ``SeederError`` when it is blank."""
+    if api_key is not None and not api_key.strip():
+        raise SeederError("the API key is empty: give a secret of your own, or no --api-key")
+    return api_key
+
+
 def origin_allowed(origin: str | None, allowed_hosts: Sequence[str]) -> bool:
     """Whether a request's Origin header (None: not sent, as by curl, scripts and same-origin GETs)
     names one of ``allowed_hosts``: a page on another site that posts to a server on 127.0.0.1 sends
@@ -311,9 +318,7 @@ def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bo
                               "with the JSON of `seeder-dgl query --format json`; errors are "
                               '`{"error": "..."}`.')
     app.state.served = served
-    if api_key is not None and not api_key.strip():
-        raise SeederError("the API key is empty: give a secret of your own, or no --api-key")
-    if allowed_hosts is not None or api_key is not None:
+    if allowed_hosts is not None or check_api_key(api_key) is not None:
         @app.middleware("http")
         async def _guard(request: Request, call_next):
             origin = request.headers.get("origin")

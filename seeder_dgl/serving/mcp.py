@@ -53,7 +53,6 @@ class McpDatasets:
         if not served:
             raise SeederError("no dataset to serve: ingest one first (`seeder-dgl ingest metaqa`)")
         self.served = {s.name: s for s in served}
-        self.default = next(iter(self.served))
         self._node_types: dict[str, dict[str, int]] = {}
 
     def pick(self, dataset: str | None) -> ServedDataset:

@@ -80,7 +80,7 @@ def test_a_prefetched_batch_gives_the_same_subgraphs_with_its_templates_embedded
         graph.live.calls = 0
         many = settings(batched)
         prepared = prefetch_linking(graph, QUESTIONS, embeddings, many)
-        # one batch of the linker's templates, then one of those the prior reads that differ (none here)
+        # one batch: the linker's templates, which the relation prior reads too
         assert graph.live.calls == len(distinct) and len(batched.batches) == 1
         before = len(batched.batches)
         got = [seed_and_expand(prepared, q, e, many) for q, e in zip(QUESTIONS, embeddings)]
