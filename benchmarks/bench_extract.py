@@ -54,7 +54,7 @@ def main() -> None:
             encoder = dataset_encoder(retriever.graph.info.model)
             encoder.forget_queries()
             s = retriever.settings
-            prior = s.relation_prior.bind(encoder.encode_queries) if s.relation_prior is not None else None
+            prior = s.relation_prior.bind_encoder(encoder) if s.relation_prior is not None else None
             linker = s.linker.with_prior(prior) if s.linker is not None else None
             return replace(s, relation_prior=prior, linker=linker)
 
@@ -64,7 +64,7 @@ def main() -> None:
             for way in (("one at a time", "batched") if r % 2 == 0 else ("batched", "one at a time")):
                 settings = settings_with_cold_encoder()
                 if settings.relation_prior is not None:
-                    settings.relation_prior.encode(["the model loads before the clock starts"])
+                    settings.relation_prior.features(["the model loads before the clock starts"])
                 start, out = time.perf_counter(), []
                 for lo in range(0, len(questions), args.batch):
                     qs, es = questions[lo:lo + args.batch], embeddings[lo:lo + args.batch]

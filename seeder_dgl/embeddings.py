@@ -330,6 +330,21 @@ class TextEncoder:
                     self._queries.popitem(last=False)
         return np.stack([rows[t] for t in texts]).astype(np.float32, copy=False)
 
+    def encode_query_tokens(self, texts: Sequence[str], batch_size: int = 64) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Questions -> (unit embeddings float32 [n, d], token embeddings float32 [T_i, d] each) from
+        one pass of the model: what a token relation prior reads (``retrieval.relation_prior``).
+        Not cached: a prior reads each template once per question."""
+        texts = [str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32), []
+        rows = self.model.encode(texts, batch_size=batch_size, show_progress_bar=False, output_value=None)
+        sentences, tokens = [], []
+        for row in rows:
+            keep = np.asarray(row["attention_mask"].cpu()).astype(bool)
+            tokens.append(np.asarray(row["token_embeddings"].float().cpu(), dtype=np.float32)[keep])
+            sentences.append(np.asarray(row["sentence_embedding"].float().cpu(), dtype=np.float32))
+        return _unit(np.stack(sentences)), tokens
+
 
 def _unit(x: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(x, axis=1, keepdims=True)

@@ -127,10 +127,10 @@ def stored_relation_prior(graph) -> RelationPrior | None:
     prior = _stored(info, "relation_prior", RelationPrior.from_json, "relation prior")
     if prior is None:
         return None
-    if prior.input == "template":
+    if prior.reads_templates:
         from seeder_dgl.embeddings import dataset_encoder
 
-        prior = prior.bind(dataset_encoder(info.model).encode_queries)
+        prior = prior.bind_encoder(dataset_encoder(info.model))
     return prior.aligned(info.relation_types)
 
 
@@ -211,7 +211,7 @@ def prefetch_linking(graph: GraphBackend, questions: Sequence[str], embeddings: 
                      settings: RetrievalSettings) -> GraphBackend:
     """``graph`` ready to ``seed_and_expand`` a batch of questions: their full-text hits read now,
     and the templates the linker will embed (each question with its best-matched name masked)
-    embedded now in one batch, which the encoder's question cache keeps. The relation prior reads
+    embedded now in one batch, which the relation prior's template cache keeps. The relation prior reads
     the same template whenever the seed linked is that name, so it finds it there too; a template
     of other seeds is embedded when its question is expanded. One template at a time, the encoder
     took three quarters of ``extract`` (MetaQA, profiled); a second pass linking every question to
@@ -227,10 +227,10 @@ def prefetch_linking(graph: GraphBackend, questions: Sequence[str], embeddings: 
         if (q, CANDIDATES, words) not in hits:  # a question asked twice is read once
             hits[(q, CANDIDATES, words)] = (e, graph.fulltext_hits(q, e, CANDIDATES, words))
     prior = linker.prior or settings.relation_prior  # one prior, one encoder: the dataset's (ensure_linking)
-    if prior is not None and getattr(prior, "input", None) == "template" and prior.encode is not None:
+    if prior is not None and prior.reads_templates and prior.bound:
         templates = {mention_table(q, h, linker.word_rates).template() for (q, _, _), (_, h) in hits.items()}
         if templates - {None}:
-            prior.encode(sorted(templates - {None}))
+            prior.features(sorted(templates - {None}))
     return PrefetchedNames(graph, hits)
 
 

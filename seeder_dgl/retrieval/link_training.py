@@ -45,6 +45,7 @@ from seeder_dgl.retrieval.relation_prior import (
     RelationPrior,
     answer_mask,
     fit_relation_prior,
+    fit_token_prior,
     path_relations,
     seed_paths,
 )
@@ -124,6 +125,7 @@ whichever setting was chosen (a prior of more hops serves a shallower expansion)
 
 
 def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], np.ndarray], *, hops: int,
+                encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray]]] | None = None,
                 require_prior: bool = False, typed: bool = True, max_questions: int = 5000, seed: int = 0,
                 progress: bool = True) -> LinkingFit:
     """Fit the relation prior for ``hops`` hops and the linker on up to ``max_questions`` of the
@@ -133,8 +135,9 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     without the relation features, unless ``require_prior`` (then a one-line error). ``graph`` is a
     ``graphstore.backend.MemoryGraph`` exported from the live dataset: candidates come from its name
     index, relation paths from its arrays. ``encode``: the dataset's encoder for questions and
-    templates (``TextEncoder.encode``). The prior is returned bound to ``encode``, and the linker
-    with it.
+    templates (``TextEncoder.encode``). With ``encode_tokens`` (``TextEncoder.encode_query_tokens``)
+    the prior reads the templates' tokens too (``fit_token_prior``), else their embeddings only.
+    The prior is returned bound to them, and the linker with it.
     """
     queries = [q for q in queries if q.answers]
     if len(queries) > max_questions:
@@ -174,14 +177,14 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
         v.mentions = mention_table(v.text, v.hits, rates)
 
     try:
-        prior = _fit_prior(graph, variants, encode, hops, seed, progress)
+        prior = _fit_prior(graph, variants, encode, encode_tokens, hops, seed, progress)
     except SeederError:
         if require_prior:
             raise
         prior = None
     if prior is not None:
         templates = sorted({v.mentions.template() for v in variants} - {None})
-        table = dict(zip(templates, encode(templates))) if templates else {}
+        table = dict(zip(templates, prior.features(templates))) if templates else {}
         for v in variants:
             template = v.mentions.template()
             if template is not None:
@@ -196,6 +199,8 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
              "topic_from": "dataset" if any(q.topic for q in queries) else "answer paths",
              "topic_in_candidates": round(float(np.mean(found)), 4), "candidates": CANDIDATES}
     linker.stats.update(stats)
+    if prior is not None:
+        prior = prior.bind(encode, encode_tokens)  # not the fit's memory of every template's tokens
     return LinkingFit(linker.with_prior(prior), prior, stats)
 
 
@@ -211,7 +216,8 @@ def _read_hits(graph, variants: list[_Variant], encode, what: str, progress: boo
             bars.advance(task)
 
 
-def _fit_prior(graph, variants: list[_Variant], encode, hops: int, seed: int, progress: bool) -> RelationPrior:
+def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int, seed: int,
+               progress: bool) -> RelationPrior:
     relation_types = list(graph.info.relation_types)
     labels_of: dict[int, np.ndarray | None] = {}
     rows, labels = [], []
@@ -231,6 +237,27 @@ def _fit_prior(graph, variants: list[_Variant], encode, hops: int, seed: int, pr
     if len(rows) < 20:
         raise SeederError(f"only {len(rows)} training questions have an answer within {hops} hops of their topic: "
                           "too few to learn which relations to follow; use a profile without the relation prior")
-    prior = fit_relation_prior(encode(rows), np.stack(labels), relation_types, seed=seed, input="template")
+    if encode_tokens is None:
+        prior = fit_relation_prior(encode(rows), np.stack(labels), relation_types, seed=seed, input="template")
+    else:
+        encode_tokens = _remembered(encode_tokens)  # the linker's features read the same templates again
+        prior = fit_token_prior(*encode_tokens(rows), np.stack(labels), relation_types, seed=seed)
     prior.stats.update({"sampled": len(labels_of), "templates": len(rows)})
-    return prior.bind(encode)
+    return prior.bind(encode, encode_tokens)
+
+
+def _remembered(encode_tokens):
+    """``encode_tokens`` encoding each distinct text once for the fit (a template prior's ``encode``
+    has the encoder's disk cache)."""
+    seen: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def encode(texts):
+        texts = [str(t) for t in texts]
+        missing = list(dict.fromkeys(t for t in texts if t not in seen))
+        if missing:
+            sentences, tokens = encode_tokens(missing)
+            seen.update(zip(missing, zip(sentences, tokens)))
+        rows = [seen[t] for t in texts]
+        return np.stack([r[0] for r in rows]) if rows else np.zeros((0, 0), np.float32), [r[1] for r in rows]
+
+    return encode

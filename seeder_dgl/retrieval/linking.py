@@ -530,9 +530,9 @@ class EntityLinker:
 def hop1_scores(prior, template: str | None) -> np.ndarray | None:
     """[R] hop-1 probabilities of the relation prior for ``template`` (None without a template, or
     without a prior that reads templates)."""
-    if prior is None or template is None or getattr(prior, "input", None) != "template" or prior.encode is None:
+    if prior is None or template is None or not prior.reads_templates or not prior.bound:
         return None
-    return prior.scores(prior.encode([template])[0], hops=1)[0]
+    return prior.scores(prior.features([template])[0], hops=1)[0]
 
 
 @dataclass

@@ -9,10 +9,13 @@ misses the answer before the policy ever sees it.
 
 The prior replaces ``sim(q,r)`` at hop ``h`` with ``p_h(r | q)``: the probability that relation
 ``r`` is the ``h``-th step of the relation path from the question's seeds to its answers. It is a
-small network (one ReLU layer, one output per hop and relation) on the embedding of the
-question's template: the question with the names of its linked seeds masked ("what films did X
-act in"), since which relations a question follows depends on its wording, not on the entity it
-names, and in a sentence embedding the name dominates. It is fitted on the training questions
+small network (one output per hop and relation) that reads the question's template: the question
+with the names of its linked seeds masked ("what films did X act in"), since which relations a
+question follows depends on its wording, not on the entity it names, and in a sentence embedding
+the name dominates. It reads the template twice: its sentence embedding (what the question asks
+as a whole) and, for each hop, its own attention over the template's token embeddings. "who is the
+successor of the parent of X" names its hops word by word, last hop first; one sentence vector
+blurs "successor" and "parent" together, a hop's attention can pick its word. It is fitted on the training questions
 of the dataset together with the entity linker (``retrieval.link_training``): their topic
 entities and answers give the paths in the whole graph, so the labels cost no annotation. The K-hop formula, its float64 rules and the Cypher
 statement stay as they are; only the relation term per hop changes
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -31,6 +36,10 @@ from seeder_dgl.retrieval.linking import question_template
 from seeder_dgl.retrieval.memory import GraphArrays
 
 UNREACHED = np.iinfo(np.int16).max
+FEATURE_CACHE_SIZE = 2048
+"""Templates whose input vectors one bound prior keeps (about 25 MB for a token prior at 384
+dimensions): the entity linker and K-hop read the same template of a question, and ``extract``
+embeds a batch of them ahead (``graphstore.backend.prefetch_linking``)."""
 
 
 def bfs_distances(graph: GraphArrays, sources: np.ndarray, max_hops: int) -> np.ndarray:
@@ -126,18 +135,48 @@ def path_relations(graph: GraphArrays, seeds: Sequence[int], answers: Sequence[i
     return labels
 
 
-PRIOR_INPUTS = ("question", "template")
+PRIOR_INPUTS = ("question", "template", "tokens")
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+TOKEN_NORM = 7.0
+"""The mean length a token prior scales its token embeddings to (what all-MiniLM-L6-v2's have,
+the scale its decay and learning rate were chosen at). Their lengths differ from token to token
+and stay so: scaled to unit length each, the prior read hop 3 of MLPQ's validation questions
+worse (0.68 against 0.71 top-1)."""
+
+
+def attention_pool(tokens: np.ndarray, query: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """float64 [hops, d]: for each row ``u_h`` of ``query`` [hops, d], the token embeddings
+    ``tokens`` [T, d] times ``scale`` averaged with weights ``softmax_i(t_i · u_h)`` (zeros for no
+    tokens)."""
+    t = np.asarray(tokens, dtype=np.float64).reshape(-1, query.shape[1]) * scale
+    if t.shape[0] == 0:
+        return np.zeros_like(query, dtype=np.float64)
+    logits = t @ query.T
+    weights = np.exp(logits - logits.max(axis=0, keepdims=True))
+    return (weights / weights.sum(axis=0, keepdims=True)).T @ t
 
 
 @dataclass(frozen=True)
 class RelationPrior:
-    """``p_h(r | q) = σ(W_h,r · f(q̂) + b_h,r)`` for hops ``h = 1..hops`` and the dataset's relations.
+    """``p_h(r | q) = σ(W_h,r · f_h(q) + b_h,r)`` for hops ``h = 1..hops`` and the dataset's relations.
 
-    ``f`` is the identity (a logistic regression, ``hidden_weight`` None) or one ReLU layer
-    ``f(q̂) = max(0, q̂ H + c)``. ``q̂`` is the unit embedding of the question itself
+    ``f_h(q) = f(q̂)``: the identity (a logistic regression, ``hidden_weight`` None) or one ReLU
+    layer ``f(q̂) = max(0, q̂ H + c)``. ``q̂`` is the unit embedding of the question itself
     (``input='question'``) or of its template, the question with the names of its linked seeds
-    masked (``input='template'``, ``question_template``); a template prior embeds the template
-    with the encoder given to ``bind``.
+    masked (``input='template'``, ``question_template``).
+
+    ``input='tokens'`` reads the template's unit token embeddings ``t_1..t_T`` as well, hop by
+    hop: ``a_h = softmax_i(t_i · u_h)``, ``g_h = max(0, (Σ_i a_h,i t_i) P_h + e_h)`` and
+    ``f_h(q) = [f(q̂), g_h]``. Its input vector (``features``) is ``q̂`` followed by the ``hops``
+    pooled token vectors, so ``scores`` takes one fixed-size vector as for the others.
+
+    Template and token priors embed with the encoder given to ``bind``.
     """
 
     weight: np.ndarray
@@ -154,29 +193,112 @@ class RelationPrior:
     """float64 [k]."""
     input: str = "question"
     """'question' or 'template' (see the class docstring)."""
+    token_query: np.ndarray | None = None
+    """float64 [hops, d]: ``u_h``, what hop h's attention looks for in the tokens ('tokens' only)."""
+    token_weight: np.ndarray | None = None
+    """float64 [hops, d, k2]: ``P_h``, the pooled tokens' ReLU layer ('tokens' only)."""
+    token_bias: np.ndarray | None = None
+    """float64 [hops, k2]: ``e_h``."""
+    token_scale: float = 1.0
+    """What the token embeddings are multiplied by before the attention (``TOKEN_NORM`` over their
+    mean length in the fit)."""
     encode: Callable[[list[str]], np.ndarray] | None = field(default=None, compare=False, repr=False)
     """Texts -> embeddings [n, d] with the dataset's encoder (``bind``); needed for templates."""
+    encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray]]] | None = field(
+        default=None, compare=False, repr=False)
+    """Texts -> (embeddings [n, d], token embeddings [T_i, d] each) from one pass of the dataset's
+    encoder (``TextEncoder.encode_query_tokens``); needed for token priors."""
+    _features: OrderedDict = field(default_factory=OrderedDict, init=False, compare=False, repr=False)
+    _features_lock: threading.Lock = field(default_factory=threading.Lock, init=False, compare=False, repr=False)
 
     def __post_init__(self):
         if self.input not in PRIOR_INPUTS:
             raise ValueError(f"relation prior input {self.input!r} is not one of {PRIOR_INPUTS}")
+        if (self.input == "tokens") != (self.token_query is not None):
+            raise ValueError("a relation prior reads tokens exactly when it has token weights")
 
     @property
     def hops(self) -> int:
         return int(self.weight.shape[0])
 
-    def bind(self, encode: Callable[[list[str]], np.ndarray]) -> "RelationPrior":
-        """The prior embedding its templates with ``encode`` (e.g. ``TextEncoder.encode_queries``)."""
-        return replace(self, encode=encode)
+    def bind(self, encode: Callable[[list[str]], np.ndarray],
+             encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray]]] | None = None
+             ) -> "RelationPrior":
+        """The prior embedding its templates with ``encode`` (e.g. ``TextEncoder.encode_queries``)
+        and, for a token prior, ``encode_tokens`` (``TextEncoder.encode_query_tokens``)."""
+        return replace(self, encode=encode, encode_tokens=encode_tokens)
+
+    def bind_encoder(self, encoder) -> "RelationPrior":
+        """``bind`` to a ``TextEncoder``'s query methods (the in-memory cache live queries use)."""
+        return self.bind(encoder.encode_queries, encoder.encode_query_tokens)
+
+    @property
+    def reads_templates(self) -> bool:
+        return self.input != "question"
+
+    @property
+    def bound(self) -> bool:
+        """Whether the prior can read templates (it has the encoder it needs)."""
+        return self.encode_tokens is not None if self.input == "tokens" else self.encode is not None
+
+    def features(self, templates: Sequence[str]) -> np.ndarray:
+        """float64 [n, F]: the input vectors ``scores`` reads for these templates (their unit
+        embeddings; for a token prior followed by each hop's attention-pooled tokens). The last
+        ``FEATURE_CACHE_SIZE`` distinct templates are kept; the ones missing are embedded in one
+        batch. Safe to call from several threads."""
+        templates = [str(t) for t in templates]
+        if self.input == "question":
+            raise RuntimeError("a question relation prior reads the question's embedding, not templates")
+        rows: dict[str, np.ndarray] = {}
+        with self._features_lock:
+            for t in templates:
+                if t in self._features:
+                    self._features.move_to_end(t)
+                    rows[t] = self._features[t]
+        missing = list(dict.fromkeys(t for t in templates if t not in rows))
+        if missing:
+            fresh = self._embed(missing)
+            with self._features_lock:
+                for t, row in zip(missing, fresh):
+                    row = row.copy()
+                    row.setflags(write=False)
+                    rows[t] = self._features[t] = row
+                    self._features.move_to_end(t)
+                while len(self._features) > FEATURE_CACHE_SIZE:
+                    self._features.popitem(last=False)
+        if not templates:
+            return np.zeros((0, 0))
+        return np.stack([rows[t] for t in templates])
+
+    def _embed(self, templates: list[str]) -> np.ndarray:
+        if self.input == "template":
+            if self.encode is None:
+                raise RuntimeError("a template relation prior needs an encoder: RelationPrior.bind(encode)")
+            return np.asarray(self.encode(templates), dtype=np.float64).reshape(len(templates), -1)
+        if self.encode_tokens is None:
+            raise RuntimeError("a token relation prior needs a token encoder: RelationPrior.bind_encoder(encoder)")
+        sentences, tokens = self.encode_tokens(templates)
+        pooled = [attention_pool(t, self.token_query, self.token_scale).reshape(-1) for t in tokens]
+        return np.concatenate([np.asarray(sentences, dtype=np.float64).reshape(len(templates), -1),
+                               np.asarray(pooled, dtype=np.float64).reshape(len(templates), -1)], axis=1)
 
     def scores(self, query_emb: np.ndarray, hops: int | None = None) -> np.ndarray:
-        """float64 [hops, R] in (0, 1) for one input embedding (the question's or its template's,
-        per ``input``); hops past the fitted ones repeat the last."""
-        q = np.asarray(query_emb, dtype=np.float64).reshape(-1)
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        """float64 [hops, R] in (0, 1) for one input vector (the question's or its template's
+        embedding, per ``input``; a token prior's ``features``); hops past the fitted ones repeat
+        the last."""
+        x = np.asarray(query_emb, dtype=np.float64).reshape(-1)
+        pooled = None
+        if self.token_query is not None:
+            d = self.token_query.shape[1]
+            x, pooled = x[:-self.hops * d], x[-self.hops * d:].reshape(self.hops, d)
+        q = x / max(float(np.linalg.norm(x)), 1e-12)
         if self.hidden_weight is not None:
             q = np.maximum(q @ self.hidden_weight + self.hidden_bias, 0.0)
-        logits = np.einsum("hrd,d->hr", self.weight, q) + self.bias
+        q = np.broadcast_to(q, (self.hops, q.shape[0]))
+        if pooled is not None:
+            g = np.maximum(np.einsum("hd,hdk->hk", pooled, self.token_weight) + self.token_bias, 0.0)
+            q = np.concatenate([q, g], axis=1)
+        logits = np.einsum("hrd,hd->hr", self.weight, q) + self.bias
         out = 1.0 / (1.0 + np.exp(-logits))
         if hops is not None and hops > self.hops:
             out = np.concatenate([out, np.repeat(out[-1:], hops - self.hops, axis=0)])
@@ -187,9 +309,7 @@ class RelationPrior:
         """``scores`` for a question with embedding ``embedding`` whose linked seeds are ``names``."""
         if self.input == "question":
             return self.scores(embedding, hops)
-        if self.encode is None:
-            raise RuntimeError("a template relation prior needs an encoder: RelationPrior.bind(encode)")
-        return self.scores(self.encode([question_template(question, names)])[0], hops)
+        return self.scores(self.features([question_template(question, names)])[0], hops)
 
     @property
     def fingerprint(self) -> str:
@@ -199,6 +319,9 @@ class RelationPrior:
         digest.update(json.dumps(self.relation_types).encode())
         if self.hidden_weight is not None:  # linear question priors keep their fingerprints
             for a in (self.hidden_weight, self.hidden_bias):
+                digest.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+        if self.token_query is not None:
+            for a in (self.token_query, self.token_weight, self.token_bias, np.float64(self.token_scale)):
                 digest.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
         if self.input != "question":
             digest.update(self.input.encode())
@@ -210,6 +333,9 @@ class RelationPrior:
                "relation_types": self.relation_types, "stats": self.stats, "input": self.input}
         if self.hidden_weight is not None:
             out.update(hidden_weight=self.hidden_weight.tolist(), hidden_bias=self.hidden_bias.tolist())
+        if self.token_query is not None:
+            out.update(token_query=self.token_query.tolist(), token_weight=self.token_weight.tolist(),
+                       token_bias=self.token_bias.tolist(), token_scale=self.token_scale)
         return json.dumps(out)
 
     @classmethod
@@ -220,16 +346,27 @@ class RelationPrior:
         types = [str(t) for t in raw["relation_types"]]
         if weight.ndim != 3 or bias.shape != weight.shape[:2] or weight.shape[1] != len(types):
             raise ValueError(f"relation prior of shape {weight.shape} / {bias.shape} for {len(types)} relations")
+        tokens = {}
+        token_width = 0
+        if raw.get("token_query") is not None:
+            tokens = {k: np.asarray(raw[k], dtype=np.float64) for k in ("token_query", "token_weight", "token_bias")}
+            u, p, e = tokens["token_query"], tokens["token_weight"], tokens["token_bias"]
+            if u.ndim != 2 or u.shape[0] != weight.shape[0] or p.ndim != 3 or p.shape[:2] != u.shape \
+                    or e.shape != (u.shape[0], p.shape[2]):
+                raise ValueError(f"relation prior token weights of shape {u.shape} / {p.shape} / {e.shape} "
+                                 f"for {weight.shape[0]} hops")
+            token_width = p.shape[2]
+            tokens["token_scale"] = float(raw.get("token_scale", 1.0))
         hidden_weight = hidden_bias = None
         if raw.get("hidden_weight") is not None:
             hidden_weight = np.asarray(raw["hidden_weight"], dtype=np.float64)
             hidden_bias = np.asarray(raw["hidden_bias"], dtype=np.float64)
             if hidden_weight.ndim != 2 or hidden_bias.shape != (hidden_weight.shape[1],) \
-                    or hidden_weight.shape[1] != weight.shape[2]:
+                    or hidden_weight.shape[1] + token_width != weight.shape[2]:
                 raise ValueError(f"relation prior hidden layer of shape {hidden_weight.shape} / {hidden_bias.shape} "
                                  f"for outputs of width {weight.shape[2]}")
         return cls(weight, bias, types, dict(raw.get("stats") or {}), hidden_weight, hidden_bias,
-                   str(raw.get("input", "question")))
+                   str(raw.get("input", "question")), **tokens)
 
     def aligned(self, relation_types: Sequence[str]) -> "RelationPrior":
         """The prior with its columns in ``relation_types`` order; a type it never saw scores σ(-∞) = 0
@@ -318,3 +455,89 @@ def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types
     return RelationPrior(w.copy(), bias.detach().numpy().reshape(hops, r).copy(), list(relation_types), stats,
                          hidden_weight.detach().numpy().copy() if hidden else None,
                          hidden_bias.detach().numpy().copy() if hidden else None, input)
+
+
+def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels: np.ndarray,
+                    relation_types: Sequence[str], *, hidden: int = 64, token_hidden: int = 64,
+                    weight_decay: float | None = None, steps: int = 1500, batch_size: int = 256,
+                    lr: float = 0.01, seed: int = 0) -> RelationPrior:
+    """Fit a token prior (``input='tokens'``, see ``RelationPrior``) on templates given as their
+    embeddings [Q, d] and token embeddings (one [T_i, d] array each), ``labels`` bool [Q, hops, R].
+
+    The loss is ``fit_relation_prior``'s (summed over hops and relations, averaged over the
+    questions, ``PRIOR_WEIGHT_DECAY[True]`` on the weight matrices), minimised by Adam on batches
+    of ``batch_size`` templates for ``steps`` steps with the learning rate falling linearly to 0:
+    the attention costs a pass over every token, so a full batch per step would take minutes
+    where batches take seconds. Deterministic given ``seed`` (fixed initialisation and order).
+    """
+    import torch
+
+    s = unit_rows(sentences)
+    y = np.asarray(labels, dtype=np.float32)
+    q, hops, r = y.shape
+    if s.shape[0] != q or len(tokens) != q or q == 0:
+        raise ValueError(f"{s.shape[0]} template embeddings and {len(tokens)} token lists for {q} label rows")
+    d = s.shape[1]
+    weight_decay = weight_decay if weight_decay is not None else PRIOR_WEIGHT_DECAY[True]
+    lengths = np.asarray([len(t) for t in tokens], dtype=np.int64)
+    norms = [np.linalg.norm(np.asarray(t, dtype=np.float64).reshape(-1, d), axis=1) for t in tokens]
+    scale = TOKEN_NORM / max(float(np.concatenate(norms).mean()) if lengths.sum() else 1.0, 1e-12)
+    padded = np.zeros((q, max(int(lengths.max()), 1), d), dtype=np.float32)
+    for i, t in enumerate(tokens):
+        padded[i, :len(t)] = np.asarray(t, dtype=np.float32).reshape(-1, d) * scale
+    generator = torch.Generator().manual_seed(seed)
+    x_all, t_all = torch.from_numpy(s.astype(np.float32)), torch.from_numpy(padded)
+    len_all, y_all = torch.from_numpy(lengths), torch.from_numpy(y.reshape(q, hops * r))
+
+    def param(*shape, scale: float = 0.0):
+        init = torch.randn(*shape, generator=generator) * scale if scale else torch.zeros(*shape)
+        return init.requires_grad_(True)
+
+    hidden_weight, hidden_bias = param(d, hidden, scale=d ** -0.5), param(hidden)
+    token_query = param(hops, d)  # uniform attention (the mean token) to start with
+    token_weight, token_bias = param(hops, d, token_hidden, scale=d ** -0.5), param(hops, token_hidden)
+    weight = param(hops, hidden + token_hidden, r)
+    rate = y_all.mean(0).clamp(1e-4, 1 - 1e-4)
+    bias = torch.log(rate / (1 - rate)).reshape(hops, r).clone().requires_grad_(True)
+    matrices = [hidden_weight, token_weight, weight]
+
+    def logits(x, t, n):
+        keep = torch.arange(t.shape[1]) < n[:, None]  # [B, T]
+        attend = torch.einsum("btd,hd->bht", t, token_query).masked_fill(~keep[:, None, :], float("-inf"))
+        pooled = torch.einsum("bht,btd->bhd", attend.softmax(-1), t)
+        g = torch.relu(torch.einsum("bhd,hdk->bhk", pooled, token_weight) + token_bias)
+        f = torch.relu(x @ hidden_weight + hidden_bias)[:, None, :].expand(-1, hops, -1)
+        return torch.einsum("bhk,hkr->bhr", torch.cat([f, g], -1), weight) + bias
+
+    opt = torch.optim.Adam(matrices + [hidden_bias, token_query, token_bias, bias], lr=lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 - step / steps)
+    order = torch.randperm(q, generator=generator)
+    at = 0
+    for _ in range(steps):
+        if at + batch_size > q:
+            order, at = torch.randperm(q, generator=generator), 0
+        idx = order[at:at + batch_size]
+        at += batch_size
+        n = len_all[idx]
+        t = t_all[idx, :max(int(n.max()), 1)]
+        opt.zero_grad()
+        out = logits(x_all[idx], t, n).reshape(len(idx), -1)
+        data = torch.nn.functional.binary_cross_entropy_with_logits(out, y_all[idx], reduction="sum") / len(idx)
+        loss = data + weight_decay * sum(m.pow(2).sum() for m in matrices)
+        loss.backward()
+        opt.step()
+        schedule.step()
+    with torch.no_grad():
+        total = sum(float(torch.nn.functional.binary_cross_entropy_with_logits(
+            logits(x_all[lo:lo + 1024], t_all[lo:lo + 1024], len_all[lo:lo + 1024]).reshape(-1, hops * r),
+            y_all[lo:lo + 1024], reduction="sum")) for lo in range(0, q, 1024))
+
+    def out(tensor):
+        return tensor.detach().double().numpy().copy()
+
+    stats = {"questions": int(q), "positives_per_hop": y.sum(axis=(0, 2)).astype(int).tolist(),
+             "train_bce": round(total / (q * hops * r), 5), "steps": steps, "batch_size": batch_size, "weight_decay": weight_decay,
+             "hidden": hidden, "token_hidden": token_hidden}
+    return RelationPrior(out(weight).transpose(0, 2, 1).copy(), out(bias), list(relation_types), stats,
+                         out(hidden_weight), out(hidden_bias), "tokens", out(token_query), out(token_weight),
+                         out(token_bias), scale)

@@ -129,7 +129,7 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
         return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
     lease.check_free(driver, graph.info.name, "extract --refit-prior", default_database())
     fit = fit_linking(graph, queries, lambda texts: encoder.encode(texts, show_progress=False),
-                      hops=max(len(settings.budgets), FIT_HOPS), require_prior=with_prior, typed=typed,
+                      encode_tokens=encoder.encode_query_tokens, hops=max(len(settings.budgets), FIT_HOPS), require_prior=with_prior, typed=typed,
                       max_questions=max_questions, progress=progress)
     linker_text = fit.linker.to_json()
     prior_text = fit.prior.to_json() if fit.prior is not None else None
@@ -139,7 +139,7 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
     # Exactly what later commands read: the stored JSON, embedding templates as live queries do.
     prior = None
     if prior_text is not None:
-        prior = RelationPrior.from_json(prior_text).bind(encoder.encode_queries).aligned(graph.info.relation_types)
+        prior = RelationPrior.from_json(prior_text).bind_encoder(encoder).aligned(graph.info.relation_types)
     linker = EntityLinker.from_json(linker_text)
     if linker.relation_features:
         linker = linker.with_prior(prior)

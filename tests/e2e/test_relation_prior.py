@@ -36,8 +36,8 @@ def test_tune_fits_a_prior_that_follows_the_asked_relation(own_env, neo4j_driver
 
         encoder = TextEncoder(resolve_model(record["model"]))
         person = sorted(h for h, r, _ in graph.triples if r == "works at")[0]
-        assert prior.input == "template"  # it reads the question with the linked name masked
-        bound = prior.bind(lambda texts: encoder.encode(texts, show_progress=False))
+        assert prior.input == "tokens"  # it reads the question with the linked name masked, word by word
+        bound = prior.bind_encoder(encoder)
 
         def scores(question):
             return bound.question_scores(question, encoder.encode([question], show_progress=False)[0], [person])

@@ -153,3 +153,15 @@ def test_load_precomputed(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"junk")
     with pytest.raises(EmbeddingError, match="not a readable torch file"):
         load_precomputed(tmp_path / "junk.pt")
+
+
+def test_real_minilm_gives_a_question_and_its_tokens_in_one_pass(minilm_cache):
+    enc = TextEncoder(cache_dir=minilm_cache)
+    texts = ["who is the successor of the parent of x", "what films did x act in"]
+    sentences, tokens = enc.encode_query_tokens(texts)
+    np.testing.assert_allclose(sentences, enc.encode_queries(texts), atol=1e-5)
+    assert sentences.dtype == np.float32 and len(tokens) == 2
+    # Word pieces plus [CLS] and [SEP], no padding: the shorter question has its own length.
+    assert tokens[0].shape[1] == 384 and tokens[0].shape[0] >= 11 and tokens[1].shape[0] == 8
+    empty_s, empty_t = enc.encode_query_tokens([])
+    assert empty_s.shape == (0, 384) and empty_t == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import pytest
 
 from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, prefetch_linking, seed_and_expand
 from seeder_dgl.retrieval.linking import EntityLinker
@@ -52,26 +53,46 @@ class Encoder:
         return np.stack([self.cache[t] for t in texts])
 
 
-def _world():
+class TokenEncoder(Encoder):
+    """``Encoder``'s sentence vectors with one fixed vector per word as the tokens, like
+    ``TextEncoder.encode_query_tokens``."""
+
+    def __call__(self, texts):
+        sentences = super().__call__(texts)
+        word = Encoder()
+        return sentences, [word(t.split()) for t in texts]
+
+
+def _world(kind: str = "template"):
     kg = random_kg("prefetch", N, 1500, seed=3, num_relations=R)
     graph = MemoryGraph(GraphArrays.from_kg(kg), random_embeddings(N, DIM, seed=4), random_embeddings(R, DIM, seed=5))
     graph.live = Names(graph)
     rng = np.random.default_rng(6)
-    prior = RelationPrior(rng.normal(size=(2, R, DIM)), rng.normal(size=(2, R)), [f"r{i}" for i in range(R)], {},
-                          input="template")
+    if kind == "tokens":
+        prior = RelationPrior(rng.normal(size=(2, R, 2 * DIM)), rng.normal(size=(2, R)), [f"r{i}" for i in range(R)],
+                              {}, rng.normal(size=(DIM, DIM)), rng.normal(size=DIM), "tokens",
+                              rng.normal(size=(2, DIM)), rng.normal(size=(2, DIM, DIM)), rng.normal(size=(2, DIM)))
+    else:
+        prior = RelationPrior(rng.normal(size=(2, R, DIM)), rng.normal(size=(2, R)), [f"r{i}" for i in range(R)], {},
+                              input="template")
     return graph, prior
 
 
-def test_a_prefetched_batch_gives_the_same_subgraphs_with_its_templates_embedded_in_batches():
-    graph, prior = _world()
+def _bind(prior, encode):
+    return prior.bind(None, encode) if prior.input == "tokens" else prior.bind(encode)
+
+
+@pytest.mark.parametrize("kind", ["template", "tokens"])
+def test_a_prefetched_batch_gives_the_same_subgraphs_with_its_templates_embedded_in_batches(kind):
+    graph, prior = _world(kind)
     distinct = list(dict.fromkeys(QUESTIONS))  # a question asked twice has one embedding
     table = dict(zip(distinct, random_embeddings(len(distinct), DIM, seed=7)))
     embeddings = np.stack([table[q] for q in QUESTIONS])
     for seeding in ("fulltext", "hybrid"):
-        alone, batched = Encoder(), Encoder()
+        alone, batched = (TokenEncoder(), TokenEncoder()) if kind == "tokens" else (Encoder(), Encoder())
 
         def settings(encode):
-            bound = prior.bind(encode)
+            bound = _bind(prior, encode)
             return RetrievalSettings(seeds=2, budgets=(10, 20), seeding=seeding, relation_prior=bound,
                                      linker=EntityLinker.default().with_prior(bound))
 

@@ -7,7 +7,7 @@ import pytest
 from seeder_dgl.graphstore.backend import RetrievalSettings, with_relation_prior
 from seeder_dgl.retrieval.memory import GraphArrays, khop_select
 from seeder_dgl.retrieval.relation_prior import (RelationPrior, bfs_distances, fit_relation_prior,
-                                                 path_relations)
+                                                 fit_token_prior, path_relations)
 
 DIRECTED, IN_YEAR, ACTED = 0, 1, 2
 
@@ -244,7 +244,7 @@ def test_a_template_prior_reads_the_question_with_its_seed_names_masked():
     bob = bound.question_scores("what films did Bob act in", np.ones(6), ["Bob"])
     carol = bound.question_scores("what films did Carol Ann act in", -np.ones(6), ["Carol Ann"])
     np.testing.assert_array_equal(bob, carol)  # one template, one answer, whatever the name
-    assert encode.seen == ["what films did x act in"] * 2
+    assert encode.seen == ["what films did x act in"]  # and embedded once: the prior keeps its templates
     other = bound.question_scores("who acted with Bob", np.ones(6), ["Bob"])
     assert not np.allclose(other, bob)
     # Through the settings K-hop reads its relation terms from.
@@ -299,3 +299,88 @@ def test_seeding_reports_the_names_of_the_seeds_the_question_mentions():
     seeds, names = seed_linked(_LinkingGraph(), question, emb, 2, "hybrid")
     assert {s for s, _ in seeds} == {5, 11} and names == ["Love Actually"]
     assert seed(_LinkingGraph(), question, emb, 1, "fulltext") == [(5, 0.4)]
+
+
+class _TokenEncoder:
+    """Templates of words -> (a sentence vector that says nothing: a hash of the text, one fixed
+    vector per word as its tokens); ``seen`` records what reached it."""
+
+    def __init__(self, dim: int = 16, seed: int = 0):
+        self.dim, self.seen, self.words = dim, [], {}
+        self.rng = np.random.default_rng(seed)
+
+    def word(self, w: str) -> np.ndarray:
+        if w not in self.words:
+            self.words[w] = 3.0 * self.rng.normal(size=self.dim)
+        return self.words[w]
+
+    def __call__(self, texts):
+        import hashlib
+
+        self.seen.extend(texts)
+        sentences = np.stack([np.random.default_rng(int.from_bytes(hashlib.sha1(t.encode()).digest()[:4], "little"))
+                              .normal(size=self.dim) for t in texts])
+        return sentences, [np.stack([self.word(w) for w in t.split()]) for t in texts]
+
+
+def _hop_templates(count: int, seed: int):
+    """'the b1 of the a2 of x' style templates in random word orders: hop 1 follows relation i for
+    word a<i>, hop 2 relation 3 + j for word b<j>; the sentence vector is noise."""
+    rng = np.random.default_rng(seed)
+    texts, labels = [], np.zeros((count, 2, 6), dtype=bool)
+    for n in range(count):
+        i, j = rng.integers(0, 3, size=2)
+        words = [f"a{i}", f"b{j}", "the", "of", "x", "what", "is"][: rng.integers(3, 8)]
+        texts.append(" ".join(rng.permutation(words)))
+        labels[n, 0, i], labels[n, 1, 3 + j] = True, True
+    return texts, labels
+
+
+def test_a_token_prior_reads_each_hop_from_its_own_word():
+    encode = _TokenEncoder()
+    texts, labels = _hop_templates(400, seed=1)
+    relations = [f"r{i}" for i in range(6)]
+    sentences, tokens = encode(texts)
+    prior = fit_token_prior(sentences, tokens, labels, relations, hidden=8, token_hidden=8, steps=400, batch_size=64)
+    again = fit_token_prior(sentences, tokens, labels, relations, hidden=8, token_hidden=8, steps=400, batch_size=64)
+    np.testing.assert_array_equal(prior.token_query, again.token_query)  # deterministic given the seed
+    assert prior.input == "tokens" and prior.hops == 2 and prior.weight.shape == (2, 6, 16)
+
+    with pytest.raises(RuntimeError, match="token encoder"):
+        prior.features(["a0 b0"])
+    bound = prior.bind(None, encode)
+    held_out, truth = _hop_templates(100, seed=2)
+    scores = np.stack([bound.scores(f) for f in bound.features(held_out)])
+    for hop in range(2):
+        assert (scores[:, hop].argmax(1) == truth[:, hop].argmax(1)).mean() > 0.95
+
+    # One template, read by the linker and by K-hop: embedded once.
+    encode.seen.clear()
+    a = bound.question_scores("the b2 of the a1 of Bob", np.zeros(16), ["Bob"])
+    b = bound.question_scores("the b2 of the a1 of Carol", np.zeros(16), ["Carol"])
+    np.testing.assert_array_equal(a, b)
+    assert encode.seen == ["the b2 of the a1 of x"]
+    assert a[0].argmax() == 1 and a[1].argmax() == 5
+
+    # Stored and read back it scores the same; the fingerprint covers the token weights.
+    back = RelationPrior.from_json(prior.to_json())
+    assert back.input == "tokens" and back.token_scale == prior.token_scale
+    np.testing.assert_allclose(back.bind(None, encode).question_scores("the b2 of the a1 of Bob", np.zeros(16), ["Bob"]),
+                               a, atol=1e-12)
+    assert back.fingerprint == prior.fingerprint
+    from dataclasses import replace
+
+    assert replace(prior, token_query=prior.token_query + 1e-3).fingerprint != prior.fingerprint
+    moved = bound.aligned(["r5", "new", "r1"])
+    np.testing.assert_allclose(moved.question_scores("the b2 of the a1 of Bob", np.zeros(16), ["Bob"])[:, [0, 2]],
+                               a[:, [5, 1]], atol=1e-12)
+
+    import json
+
+    broken = json.loads(prior.to_json())
+    broken["token_weight"] = broken["token_weight"][:1]
+    with pytest.raises(ValueError, match="token weights"):
+        RelationPrior.from_json(json.dumps(broken))
+    with pytest.raises(ValueError, match="token weights"):
+        RelationPrior(prior.weight, prior.bias, relations, {}, prior.hidden_weight, prior.hidden_bias, "template",
+                      prior.token_query, prior.token_weight, prior.token_bias)
