@@ -11,6 +11,10 @@ questions in (``TYPED_MIX``).
   five letters or more (names are usually the long words); a question with neither is kept.
 - ``nopunct``: punctuation removed ("Oceans Eleven", "Mr  Mrs Smith" with its spaces closed).
 - ``shuffle-case``: each letter's case chosen at random ("wHat FiLMs").
+- ``keywords``: typed into a search box: the question's function words (articles, prepositions,
+  auxiliaries, question words) and punctuation dropped, the topic entity's name kept whole where
+  the dataset marks it ("movies Tom Hanks star"). Not a kind training mixes in: it measures how
+  the retriever carries over to a wording it never learned from.
 
 Kinds compose with ``+``: ``lower+typo`` is a lower-case question with a typo in its name.
 """
@@ -21,7 +25,7 @@ import re
 import unicodedata
 from typing import Sequence
 
-PERTURBATIONS = ("lower", "typo", "nopunct", "shuffle-case")
+PERTURBATIONS = ("lower", "typo", "nopunct", "shuffle-case", "keywords")
 """The single kinds ``perturb`` knows (compose them with '+')."""
 
 TYPED_MIX = ("lower", "typo", "lower+typo", "nopunct", "shuffle-case")
@@ -29,6 +33,13 @@ TYPED_MIX = ("lower", "typo", "lower+typo", "nopunct", "shuffle-case")
 
 MIN_TYPO_WORD = 5
 """Letters a word needs before it gets a typo when the topic entity is not known."""
+
+FUNCTION_WORDS = frozenset("""
+a an the of in on at to by for from with as into about and or is are was were be been being do does
+did has have had what which who whom whose where when why how that this these those it its there
+their they can could would should will me tell please
+""".split())
+"""The words ``keywords`` drops (English function words and question words, in lower case)."""
 
 
 def check_kinds(kinds: str | Sequence[str]) -> list[str]:
@@ -105,6 +116,23 @@ def no_punctuation(text: str) -> str:
     return " ".join(kept.split())
 
 
+def keywords(text: str, names: Sequence[str] = ()) -> str:
+    """``text`` as search keywords: its words outside the first of ``names`` found in it, less
+    ``FUNCTION_WORDS``, and that name as written; kept as it is when nothing would be left."""
+    span = None
+    for name in sorted((n for n in names if n), key=len, reverse=True):
+        span = find_span(text, name)
+        if span is not None:
+            break
+    start, end = span if span is not None else (len(text), len(text))
+
+    def words(part: str) -> list[str]:
+        return [w for w in re.findall(r"[^\W_]+(?:['’][^\W_]+)*", part) if w.lower() not in FUNCTION_WORDS]
+
+    kept = words(text[:start]) + ([text[start:end]] if span is not None else []) + words(text[end:])
+    return " ".join(kept) if kept else text
+
+
 def shuffle_case(text: str, rng: random.Random) -> str:
     return "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in text)
 
@@ -121,6 +149,8 @@ def perturb(text: str, kind: str, rng: random.Random, names: Sequence[str] = ())
             text = no_punctuation(text)
         elif part == "shuffle-case":
             text = shuffle_case(text, rng)
+        elif part == "keywords":
+            text = keywords(text, names)
         else:
             raise ValueError(f"unknown perturbation {part!r}: choose from {', '.join(PERTURBATIONS)}")
     return text

@@ -62,9 +62,20 @@ def test_no_punctuation_drops_apostrophes_inside_words_and_closes_spaces():
     assert no_punctuation("films by T.J. Scott, and Mr. & Mrs. Smith!") == "films by T J Scott and Mr Mrs Smith"
 
 
+def test_keywords_drop_function_words_but_keep_the_name_whole():
+    rng = random.Random(0)
+    assert perturb("Who is listed as screenwriter of the A Sound of Thunder director?", "keywords", rng,
+                   ["A Sound of Thunder"]) == "listed screenwriter A Sound of Thunder director"
+    # Without a known name its words are words like any other; the order stays.
+    assert perturb("what is the capital of the region of Ocean's Eleven?", "keywords", rng) == \
+        "capital region Ocean's Eleven"
+    assert perturb("who is it", "keywords", rng) == "who is it"  # nothing would be left
+    assert perturb("what films did Tom Hanks star in", "lower+keywords", rng, ["Tom Hanks"]) == "films tom hanks star"
+
+
 def test_kinds_compose_are_checked_and_are_deterministic():
     assert check_kinds("lower, typo,lower+typo,lower") == ["lower", "typo", "lower+typo"]
-    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case"}
+    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case", "keywords"}
     for bad in ("upper", "lower+caps", ""):
         with pytest.raises(ValueError):
             check_kinds(bad)
