@@ -13,7 +13,8 @@ the same training templates with the same loss, each with its default steps:
 - ``tokens`` (``fit_token_prior``, what ``extract`` fits): the same layer, plus per hop an
   attention over the template's token embeddings (the encoder's contextual ones) whose pooled
   vector goes through a ReLU layer of its own, so that each hop can read the words that name its
-  step ("the east of X's southern region": hop 1 'southern region', hop 2 'east').
+  step ("the east of X's southern region": hop 1 'southern region', hop 2 'east'); each
+  relation's output weights partly read from its name's embedding.
 
 Writes benchmarks/results/prior-reading-<dataset>.{json,md}.
 """
@@ -99,7 +100,8 @@ def main() -> None:
     rows["template"] = (hop_accuracy(np.stack([prior.scores(f) for f in prior.features(val_t)]), val_y),
                         time.perf_counter() - t0)
     t0 = time.perf_counter()
-    prior = fit_token_prior(train_s, train_k, train_y, relations).bind_encoder(encoder)
+    prior = fit_token_prior(train_s, train_k, train_y, relations,
+                            relation_emb=np.asarray(export.relation_emb)).bind_encoder(encoder)
     rows["tokens (extract's)"] = (hop_accuracy(np.stack([prior.scores(f) for f in prior.features(val_t)]), val_y),
                                   time.perf_counter() - t0)
     payload = {"machine": machine(), "dataset": args.dataset, "train_templates": len(train_t),

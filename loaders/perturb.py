@@ -13,8 +13,7 @@ questions in (``TYPED_MIX``).
 - ``shuffle-case``: each letter's case chosen at random ("wHat FiLMs").
 - ``keywords``: typed into a search box: the question's function words (articles, prepositions,
   auxiliaries, question words) and punctuation dropped, the topic entity's name kept whole where
-  the dataset marks it ("movies Tom Hanks star"). Not a kind training mixes in: it measures how
-  the retriever carries over to a wording it never learned from.
+  the dataset marks it ("movies Tom Hanks star").
 
 Kinds compose with ``+``: ``lower+typo`` is a lower-case question with a typo in its name.
 """
@@ -28,8 +27,10 @@ from typing import Sequence
 PERTURBATIONS = ("lower", "typo", "nopunct", "shuffle-case", "keywords")
 """The single kinds ``perturb`` knows (compose them with '+')."""
 
-TYPED_MIX = ("lower", "typo", "lower+typo", "nopunct", "shuffle-case")
-"""The kinds training mixes in, one drawn per perturbed question."""
+TYPED_MIX = ("lower", "typo", "lower+typo", "nopunct", "shuffle-case", "keywords")
+"""The kinds training mixes in, one drawn per perturbed question. With ``keywords`` left out, MLPQ's
+validation questions typed as keywords scored Hit@1 0.713 against 0.871 as written: the relation
+prior and the policy had only read whole sentences."""
 
 MIN_TYPO_WORD = 5
 """Letters a word needs before it gets a typo when the topic entity is not known."""

@@ -241,7 +241,8 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
         prior = fit_relation_prior(encode(rows), np.stack(labels), relation_types, seed=seed, input="template")
     else:
         encode_tokens = _remembered(encode_tokens)  # the linker's features read the same templates again
-        prior = fit_token_prior(*encode_tokens(rows), np.stack(labels), relation_types, seed=seed)
+        prior = fit_token_prior(*encode_tokens(rows), np.stack(labels), relation_types, seed=seed,
+                                relation_emb=getattr(graph, "rel_emb", None))
     prior.stats.update({"sampled": len(labels_of), "templates": len(rows)})
     return prior.bind(encode, encode_tokens)
 

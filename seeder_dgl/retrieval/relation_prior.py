@@ -458,11 +458,18 @@ def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types
 
 
 def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels: np.ndarray,
-                    relation_types: Sequence[str], *, hidden: int = 64, token_hidden: int = 64,
-                    weight_decay: float | None = None, steps: int = 1500, batch_size: int = 256,
-                    lr: float = 0.01, seed: int = 0) -> RelationPrior:
+                    relation_types: Sequence[str], *, relation_emb: np.ndarray | None = None, hidden: int = 64,
+                    token_hidden: int = 64, weight_decay: float | None = None, steps: int = 1500,
+                    batch_size: int = 256, lr: float = 0.01, seed: int = 0) -> RelationPrior:
     """Fit a token prior (``input='tokens'``, see ``RelationPrior``) on templates given as their
     embeddings [Q, d] and token embeddings (one [T_i, d] array each), ``labels`` bool [Q, hops, R].
+
+    With ``relation_emb`` [R, d'] (the relation names' embeddings), each relation's output weights
+    are ``W_h,r + A_h e_r``: a part of its own and a part read from its name through a map ``A_h``
+    shared by all relations, so a relation that few training questions follow borrows from those
+    whose names mean the same ("successor", "after", "après"). The sum is what is stored: scoring
+    is unchanged. On MLPQ's 346 relations it read hop 3 right for 0.751 of the validation questions
+    against 0.720 without (``benchmarks/prior_reading.py``).
 
     The loss is ``fit_relation_prior``'s (summed over hops and relations, averaged over the
     questions, ``PRIOR_WEIGHT_DECAY[True]`` on the weight matrices), minimised by Adam on batches
@@ -500,6 +507,16 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
     rate = y_all.mean(0).clamp(1e-4, 1 - 1e-4)
     bias = torch.log(rate / (1 - rate)).reshape(hops, r).clone().requires_grad_(True)
     matrices = [hidden_weight, token_weight, weight]
+    names = None
+    if relation_emb is not None:
+        names = torch.from_numpy(unit_rows(relation_emb).astype(np.float32))
+        if names.shape[0] != r:
+            raise ValueError(f"{names.shape[0]} relation embeddings for {r} relations")
+        name_map = param(hops, hidden + token_hidden, names.shape[1], scale=(hidden + token_hidden) ** -0.5)
+        matrices.append(name_map)
+
+    def output_weight():
+        return weight if names is None else weight + torch.einsum("hkd,rd->hkr", name_map, names)
 
     def logits(x, t, n):
         keep = torch.arange(t.shape[1]) < n[:, None]  # [B, T]
@@ -507,9 +524,9 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
         pooled = torch.einsum("bht,btd->bhd", attend.softmax(-1), t)
         g = torch.relu(torch.einsum("bhd,hdk->bhk", pooled, token_weight) + token_bias)
         f = torch.relu(x @ hidden_weight + hidden_bias)[:, None, :].expand(-1, hops, -1)
-        return torch.einsum("bhk,hkr->bhr", torch.cat([f, g], -1), weight) + bias
+        return torch.einsum("bhk,hkr->bhr", torch.cat([f, g], -1), output_weight()) + bias
 
-    opt = torch.optim.Adam(matrices + [hidden_bias, token_query, token_bias, bias], lr=lr)
+    opt = torch.optim.Adam(matrices + [hidden_bias, token_query, token_bias, bias], lr=lr)  # name_map in matrices
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 - step / steps)
     order = torch.randperm(q, generator=generator)
     at = 0
@@ -537,7 +554,7 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
 
     stats = {"questions": int(q), "positives_per_hop": y.sum(axis=(0, 2)).astype(int).tolist(),
              "train_bce": round(total / (q * hops * r), 5), "steps": steps, "batch_size": batch_size, "weight_decay": weight_decay,
-             "hidden": hidden, "token_hidden": token_hidden}
-    return RelationPrior(out(weight).transpose(0, 2, 1).copy(), out(bias), list(relation_types), stats,
+             "hidden": hidden, "token_hidden": token_hidden, "relation_names": names is not None}
+    return RelationPrior(out(output_weight()).transpose(0, 2, 1).copy(), out(bias), list(relation_types), stats,
                          out(hidden_weight), out(hidden_bias), "tokens", out(token_query), out(token_weight),
                          out(token_bias), scale)

@@ -384,3 +384,24 @@ def test_a_token_prior_reads_each_hop_from_its_own_word():
     with pytest.raises(ValueError, match="token weights"):
         RelationPrior(prior.weight, prior.bias, relations, {}, prior.hidden_weight, prior.hidden_bias, "template",
                       prior.token_query, prior.token_weight, prior.token_bias)
+
+
+def test_relation_names_share_what_the_prior_learns_and_fold_into_its_weights():
+    # Each relation is named like the word that asks for it (the question says "director", the
+    # relation is "directed by"); the names' part of the output weights is stored folded in.
+    encode = _TokenEncoder(seed=4)
+    texts, labels = _hop_templates(300, seed=5)
+    words = [f"a{i}" for i in range(3)] + [f"b{j}" for j in range(3)]
+    names = np.stack([encode.word(w) for w in words])
+    sentences, tokens = encode(texts)
+    kw = dict(hidden=8, token_hidden=8, steps=300, batch_size=64)
+    named = fit_token_prior(sentences, tokens, labels, words, relation_emb=names, **kw).bind(None, encode)
+    plain = fit_token_prior(sentences, tokens, labels, words, **kw)
+    assert named.stats["relation_names"] and not plain.stats["relation_names"]
+    assert named.weight.shape == plain.weight.shape  # scoring reads the same arrays
+    assert not np.allclose(named.weight, plain.weight)
+    for i, j in ((0, 2), (2, 1), (1, 0)):
+        s = named.scores(named.features([f"what is the b{j} of the a{i} of x"])[0])
+        assert s[0].argmax() == i and s[1].argmax() == 3 + j
+    with pytest.raises(ValueError, match="relation embeddings"):
+        fit_token_prior(sentences, tokens, labels, words, relation_emb=names[:5], **kw)
