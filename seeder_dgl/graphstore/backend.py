@@ -134,14 +134,15 @@ def stored_relation_prior(graph) -> RelationPrior | None:
     return prior.aligned(info.relation_types)
 
 
-def stored_linker(graph) -> EntityLinker | None:
+def stored_linker(graph, prior: RelationPrior | None = None) -> EntityLinker | None:
     """The entity linker fitted for ``graph``'s dataset (stored in its Neo4j record), with the
-    stored relation prior its features read; None when none was fitted (or it needs a prior and
+    stored relation prior its features read (``prior`` when given: the one K-hop reads too, so a
+    question's template is embedded once); None when none was fitted (or it needs a prior and
     none is stored)."""
     linker = _stored(graph.info, "entity_linker", EntityLinker.from_json, "entity linker")
     if linker is None or not linker.relation_features:
         return linker
-    prior = stored_relation_prior(graph)
+    prior = prior if prior is not None else stored_relation_prior(graph)
     return linker.with_prior(prior) if prior is not None else None
 
 
@@ -153,11 +154,12 @@ def with_relation_prior(settings: RetrievalSettings, graph, wanted: bool, requir
     learned on subgraphs grown with it), else the paper's sim(q, r) (K-hop and the baselines right
     after ingest). No linker fitted: the hand-set one.
     """
-    if settings.seeding != "dense" and settings.linker is None:
-        settings = replace(settings, linker=stored_linker(graph))
+    linking = settings.seeding != "dense" and settings.linker is None
+    prior = stored_relation_prior(graph) if wanted or linking else None
+    if linking:
+        settings = replace(settings, linker=stored_linker(graph, prior))
     if not wanted:
         return settings
-    prior = stored_relation_prior(graph)
     if prior is None and not required:
         return settings
     if prior is None:

@@ -519,14 +519,14 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
         return weight if names is None else weight + torch.einsum("hkd,rd->hkr", name_map, names)
 
     def logits(x, t, n):
-        keep = torch.arange(t.shape[1]) < n[:, None]  # [B, T]
+        keep = torch.arange(t.shape[1]) < n.clamp(min=1)[:, None]  # [B, T]; a template without tokens reads zeros
         attend = torch.einsum("btd,hd->bht", t, token_query).masked_fill(~keep[:, None, :], float("-inf"))
         pooled = torch.einsum("bht,btd->bhd", attend.softmax(-1), t)
         g = torch.relu(torch.einsum("bhd,hdk->bhk", pooled, token_weight) + token_bias)
         f = torch.relu(x @ hidden_weight + hidden_bias)[:, None, :].expand(-1, hops, -1)
         return torch.einsum("bhk,hkr->bhr", torch.cat([f, g], -1), output_weight()) + bias
 
-    opt = torch.optim.Adam(matrices + [hidden_bias, token_query, token_bias, bias], lr=lr)  # name_map in matrices
+    opt = torch.optim.Adam(matrices + [hidden_bias, token_query, token_bias, bias], lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 - step / steps)
     order = torch.randperm(q, generator=generator)
     at = 0
@@ -553,8 +553,9 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
         return tensor.detach().double().numpy().copy()
 
     stats = {"questions": int(q), "positives_per_hop": y.sum(axis=(0, 2)).astype(int).tolist(),
-             "train_bce": round(total / (q * hops * r), 5), "steps": steps, "batch_size": batch_size, "weight_decay": weight_decay,
-             "hidden": hidden, "token_hidden": token_hidden, "relation_names": names is not None}
+             "train_bce": round(total / (q * hops * r), 5), "steps": steps, "batch_size": batch_size,
+             "weight_decay": weight_decay, "hidden": hidden, "token_hidden": token_hidden,
+             "relation_names": names is not None}
     return RelationPrior(out(output_weight()).transpose(0, 2, 1).copy(), out(bias), list(relation_types), stats,
                          out(hidden_weight), out(hidden_bias), "tokens", out(token_query), out(token_weight),
                          out(token_bias), scale)

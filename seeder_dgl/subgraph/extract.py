@@ -123,8 +123,8 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
     from seeder_dgl.retrieval.linking import EntityLinker
     from seeder_dgl.retrieval.relation_prior import RelationPrior
 
-    linker = None if refit else stored_linker(graph)
     prior = None if refit else stored_relation_prior(graph)
+    linker = None if refit else stored_linker(graph, prior)  # one prior object: one template cache
     if linker is not None and (prior is not None or not with_prior):
         return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
     lease.check_free(driver, graph.info.name, "extract --refit-prior", default_database())

@@ -138,6 +138,7 @@ def test_settings_describe_the_prior_by_fingerprint_only_when_there_is_one():
 class _Info:
     name = "films"
     relation_types = ["a", "b"]
+    entity_linker = None
 
     def __init__(self, text):
         self.relation_prior = text
@@ -160,6 +161,17 @@ def test_a_profile_with_a_prior_needs_one_fitted_and_reads_it_from_the_record():
     prior = RelationPrior(np.zeros((1, 2, 4)), np.zeros((1, 2)), ["b", "a"], {})
     got = with_relation_prior(settings, _Graph(prior.to_json()), wanted=True).relation_prior
     assert got.relation_types == ["a", "b"]
+
+    # Seeding by names, the linker reads the very prior K-hop reads: a question's template is
+    # embedded once for both.
+    from seeder_dgl.retrieval.linking import EntityLinker
+
+    graph = _Graph(prior.to_json())
+    linker = EntityLinker.default()
+    linker.stats["relation_features"] = True
+    graph.info.entity_linker = linker.to_json()
+    both = with_relation_prior(RetrievalSettings(seeds=1, budgets=(5,), seeding="fulltext"), graph, wanted=True)
+    assert both.linker is not None and both.linker.prior is both.relation_prior
 
 
 def test_path_score_follows_the_asked_relations_hop_by_hop_and_survives_the_cache(tmp_path):
