@@ -468,8 +468,8 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
     are ``W_h,r + A_h e_r``: a part of its own and a part read from its name through a map ``A_h``
     shared by all relations, so a relation that few training questions follow borrows from those
     whose names mean the same ("successor", "after", "après"). The sum is what is stored: scoring
-    is unchanged. On MLPQ's 346 relations it read hop 3 right for 0.751 of the validation questions
-    against 0.720 without (``benchmarks/prior_reading.py``).
+    is unchanged. On MLPQ's 346 relations it read hop 3 right for 0.738 of the validation questions
+    against 0.717 without (``benchmarks/prior_reading.py``, same templates).
 
     The loss is ``fit_relation_prior``'s (summed over hops and relations, averaged over the
     questions, ``PRIOR_WEIGHT_DECAY[True]`` on the weight matrices), minimised by Adam on batches
