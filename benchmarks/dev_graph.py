@@ -280,7 +280,7 @@ def main() -> None:
         return frontier
 
     multi = 0
-    for split, hops, order, lineno, question, topic, answer, relations in sorted(
+    for split, hops, order, lineno, question, topic, answer, path in sorted(
             questions, key=lambda q: (SPLIT_ORDER.index(q[0]), q[1], q[2], q[3])):
         answer_name = name_of.get(answer[1])
         topic_name = name_of.get(topic[1], "")
@@ -292,7 +292,7 @@ def main() -> None:
             continue
         answers = [answer_name]
         if args.all_answers and topic_name in nodes:
-            others = sorted(path_answers(topic_name, relations) - {answer_name} - bad_chars)
+            others = sorted(path_answers(topic_name, path) - {answer_name} - bad_chars)
             multi += bool(others)
             answers += others
         rows.append({"question": question, "answers": "|".join(answers), "split": split,
