@@ -171,7 +171,7 @@ class RelationPrior:
     (``input='question'``) or of its template, the question with the names of its linked seeds
     masked (``input='template'``, ``question_template``).
 
-    ``input='tokens'`` reads the template's unit token embeddings ``t_1..t_T`` as well, hop by
+    ``input='tokens'`` reads the template's token embeddings ``t_1..t_T`` (times ``token_scale``) as well, hop by
     hop: ``a_h = softmax_i(t_i · u_h)``, ``g_h = max(0, (Σ_i a_h,i t_i) P_h + e_h)`` and
     ``f_h(q) = [f(q̂), g_h]``. Its input vector (``features``) is ``q̂`` followed by the ``hops``
     pooled token vectors, so ``scores`` takes one fixed-size vector as for the others.
@@ -192,7 +192,7 @@ class RelationPrior:
     hidden_bias: np.ndarray | None = None
     """float64 [k]."""
     input: str = "question"
-    """'question' or 'template' (see the class docstring)."""
+    """'question', 'template' or 'tokens' (see the class docstring)."""
     token_query: np.ndarray | None = None
     """float64 [hops, d]: ``u_h``, what hop h's attention looks for in the tokens ('tokens' only)."""
     token_weight: np.ndarray | None = None
@@ -408,8 +408,7 @@ def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types
     """
     import torch
 
-    x = np.asarray(query_emb, dtype=np.float64)
-    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    x = unit_rows(query_emb)
     y = np.asarray(labels, dtype=np.float64)
     if x.shape[0] != y.shape[0] or x.shape[0] == 0:
         raise ValueError(f"{x.shape[0]} question embeddings for {y.shape[0]} label rows")
