@@ -287,23 +287,25 @@ def read_columns(path: Path, wanted: dict[str, tuple[str, ...]], required: tuple
     return frame, match_columns(frame, wanted, required, path, notes)
 
 
-def _key(value, path, row: int, column: str) -> str:
-    """An id as given, as text: 7 and '7' are the same node; floats must be whole numbers."""
+def node_key(value, path, row: int | None, column: str) -> str:
+    """An id as given, as text: 7 and '7' are the same node; floats must be whole numbers. Errors
+    name ``path`` and ``row`` (None: ``path`` names the row already)."""
+    where = f"{path}, row {row}" if row is not None else str(path)
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        raise DataError(f"{path}, row {row}: empty {column}")
+        raise DataError(f"{where}: empty {column}")
     if isinstance(value, (bool, np.bool_)):
-        raise DataError(f"{path}, row {row}: {column} {value!r} is a boolean, not an id")
+        raise DataError(f"{where}: {column} {value!r} is a boolean, not an id")
     if isinstance(value, (float, np.floating)):
         if not float(value).is_integer():
-            raise DataError(f"{path}, row {row}: {column} {value!r} is not a whole number or a string")
+            raise DataError(f"{where}: {column} {value!r} is not a whole number or a string")
         value = int(value)
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (list, dict, tuple, np.ndarray)):
-        raise DataError(f"{path}, row {row}: {column} is a {type(value).__name__}, not an id")
+        raise DataError(f"{where}: {column} is a {type(value).__name__}, not an id")
     text = str(value).strip()
     if not text:
-        raise DataError(f"{path}, row {row}: empty {column}")
+        raise DataError(f"{where}: empty {column}")
     return text
 
 
@@ -362,7 +364,7 @@ def graph_from_rows(node_rows: list[dict], edge_rows: list[dict], name: str, nod
     node_type: list[int] = []
     vectors: list[np.ndarray | None] = []
     for row_no, row in enumerate(node_rows, start=1):
-        key = _key(row.get("id"), nodes_where, row_no, "id")
+        key = node_key(row.get("id"), nodes_where, row_no, "id")
         if key in index:
             raise DataError(f"{nodes_where}, row {row_no}: id {key!r} repeats row {index[key] + 1}; ids must be unique")
         index[key] = len(keys)
@@ -390,7 +392,7 @@ def graph_from_rows(node_rows: list[dict], edge_rows: list[dict], name: str, nod
     for row_no, row in enumerate(edge_rows, start=1):
         ends = []
         for column in ("source", "target"):
-            key = _key(row.get(column), edges_where, row_no, column)
+            key = node_key(row.get(column), edges_where, row_no, column)
             if key not in index:
                 raise DataError(f"{edges_where}, row {row_no}: {column} {key!r} is not a node id of {nodes_where}")
             ends.append(index[key])

@@ -36,6 +36,9 @@ class RetrievedNode:
     """One of the seeds the expansion started from (always False for ``dense``, which expands nothing)."""
     text: str = ""
     """The node's text as ingested (a description, or its name when it has none)."""
+    key: str | None = None
+    """The node's id in the user's own data (the node table's id, an adopted graph's id property),
+    which ``upsert`` addresses it by; None for a dataset without ids of its own (then ``id``)."""
 
 
 @dataclass
@@ -281,6 +284,6 @@ class Retriever:
     def _describe(self, ranked: list[tuple[int, float]], seeds: set[int]) -> list[RetrievedNode]:
         if not ranked:
             return []
-        types, names, texts = self.graph.describe([i for i, _ in ranked])
-        return [RetrievedNode(i, t, n, float(s), i in seeds, x)
-                for (i, s), t, n, x in zip(ranked, types, names, texts)]
+        types, names, texts, keys = self.graph.describe_with_keys([i for i, _ in ranked])
+        return [RetrievedNode(i, t, n, float(s), i in seeds, x, k)
+                for (i, s), t, n, x, k in zip(ranked, types, names, texts, keys)]

@@ -947,6 +947,8 @@ def upsert(
 ):
     """Add or change nodes and relationships in the live graph; the next query sees them.
 
+    Ids are those of your node table (a new id adds a node, a known one changes it, its type included); a dataset without ids of its own (MetaQA, a triples file) takes the ids `query` prints.
+
     Missing embeddings are encoded with the dataset's model. All rows commit together or not at all.
     """
     from seeder_dgl.graphstore import upsert as live_update

@@ -437,9 +437,14 @@ class LiveGraph:
 
     def describe(self, node_ids) -> tuple[list[str], list[str], list[str]]:
         """Types, names and texts of the nodes (in the order given), without their embeddings."""
+        return self.describe_with_keys(node_ids)[:3]
+
+    def describe_with_keys(self, node_ids) -> tuple[list[str], list[str], list[str], list[str | None]]:
+        """``describe``, and each node's id as its source gave it (the node table's id, an adopted
+        graph's id property; None where there is none)."""
         found, rows = self._per_node("retrieval/node_descriptions", "reading node descriptions", node_ids)
         return ([found["types"][r] for r in rows], [found["names"][r] for r in rows],
-                [found["texts"][r] or "" for r in rows])
+                [found["texts"][r] or "" for r in rows], [found["keys"][r] or None for r in rows])
 
     def find_nodes(self, node_ids) -> list[tuple[int, str, str, str]]:
         """(id, type, name, text) of those of ``node_ids`` the dataset holds, in the order given

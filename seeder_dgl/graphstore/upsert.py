@@ -17,14 +17,15 @@ import numpy as np
 from neo4j import Driver
 from neo4j.exceptions import DriverError, Neo4jError
 
-from loaders.kg import to_identifier
+from loaders.files import node_key
+from loaders.kg import DataError, to_identifier
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.graphstore.sketch import sketch_properties
 from seeder_dgl.graphstore.writer import unit_vectors
-from seeder_dgl.validation import ValidationError, check_node_id, check_text
+from seeder_dgl.validation import MAX_NODE_ID, ValidationError, check_node_id, check_text
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -35,7 +36,9 @@ class UpsertError(SeederError):
 
 @dataclass
 class NodeRow:
-    id: int
+    id: int | str
+    """The node's id as the row gives it: for a dataset ingested from a node table, the id that table
+    gives the node (``key``); else seeder-dgl's own id, a whole number (what ``query`` shows)."""
     name: str
     type: str
     text: str
@@ -44,8 +47,8 @@ class NodeRow:
 
 @dataclass
 class EdgeRow:
-    source: int
-    target: int
+    source: int | str
+    target: int | str
     relation: str
 
 
@@ -67,22 +70,32 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
+def _row_id(value, where: str, column: str) -> int | str:
+    """An id as a row gives it: a whole number kept exact (JSON keeps big integers whole) or text;
+    which of the two a dataset wants is known once its record is read (``upsert``)."""
+    key = node_key(value, where, None, f"'{column}'")  # one-line errors: empty, boolean, fraction, list
+    return int(key) if not isinstance(value, str) else key
+
+
 def parse_nodes(rows: Iterable[dict]) -> list[NodeRow]:
-    """Validated node rows: a whole-number id in [0, 2^31), non-empty name and type, optional text."""
+    """Validated node rows: an id (a whole number, or text for a dataset with ids of its own),
+    non-empty name and type, optional text."""
     nodes = []
-    seen: dict[int, str] = {}
+    seen: dict[str, str] = {}
     for i, row in enumerate(rows):
         where = row.get("_where", f"node row {i + 1}")
         try:
-            node_id = check_node_id(row.get("id"), "'id'")
+            node_id = _row_id(row.get("id"), where, "id")
             name = check_text(row.get("name"), "'name'")
             node_type = check_text(row.get("type", "entity"), "'type'")
             text = check_text(row.get("text"), "'text'", required=False) or name
         except ValidationError as exc:
             raise UpsertError(f"{where}: {exc}") from None
-        if node_id in seen:
-            raise UpsertError(f"{where}: id {node_id} is also in {seen[node_id]}; one row per node")
-        seen[node_id] = where
+        except DataError as exc:
+            raise UpsertError(str(exc)) from None
+        if str(node_id) in seen:
+            raise UpsertError(f"{where}: id {node_id!r} is also in {seen[str(node_id)]}; one row per node")
+        seen[str(node_id)] = where
         nodes.append(NodeRow(id=node_id, name=name, type=node_type, text=text, embedding=row.get("embedding")))
     return nodes
 
@@ -92,12 +105,56 @@ def parse_edges(rows: Iterable[dict]) -> list[EdgeRow]:
     for i, row in enumerate(rows):
         where = row.get("_where", f"edge row {i + 1}")
         try:
-            edges.append(EdgeRow(check_node_id(row.get("source"), "'source'"),
-                                 check_node_id(row.get("target"), "'target'"),
+            edges.append(EdgeRow(_row_id(row.get("source"), where, "source"),
+                                 _row_id(row.get("target"), where, "target"),
                                  check_text(row.get("relation"), "'relation'")))
         except ValidationError as exc:
             raise UpsertError(f"{where}: {exc}") from None
+        except DataError as exc:
+            raise UpsertError(str(exc)) from None
     return edges
+
+
+class _Ids:
+    """Every row's id as seeder-dgl's own, read in the upsert's transaction.
+
+    A dataset ingested from a node table keeps the ids that table gave (``key``): rows name nodes by
+    them, a new key gets the next free id, and a row never lands on another node because its key
+    happens to equal that node's position. Any other dataset is addressed by seeder-dgl's ids."""
+
+    def __init__(self, tx, label: str, dataset: str, nodes: list[NodeRow], edges: list[EdgeRow]):
+        self.keyed = bool(tx.run(query("upsert/keyed", dataset=label)).single()["keyed"])
+        self.of: dict[str, int] = {}
+        if not self.keyed:
+            for value in [n.id for n in nodes] + [i for e in edges for i in (e.source, e.target)]:
+                try:
+                    self.of[str(value)] = check_node_id(value, "'id'")
+                except ValidationError:
+                    raise UpsertError(
+                        f"{dataset!r} numbers its nodes 0..n-1 itself (it was not ingested from a node table "
+                        f"with ids of its own), so {value!r} names no node: use the ids `seeder-dgl query` "
+                        "shows, whole numbers below 2^31") from None
+            return
+        keys = sorted({str(n.id) for n in nodes} | {str(i) for e in edges for i in (e.source, e.target)})
+        found = tx.run(query("upsert/nodes_by_key", dataset=label), quiet({"keys": keys})).single()
+        self.of = {str(k): int(i) for k, i in zip(found["keys"], found["ids"])}
+        last = tx.run(query("upsert/next_id", dataset=label)).single()
+        free = int(last["last"]) + 1 if last is not None else 0
+        for n in nodes:  # in row order, so the same upsert numbers its new nodes the same way
+            if str(n.id) not in self.of:
+                self.of[str(n.id)] = free
+                free += 1
+        if free > MAX_NODE_ID:
+            raise UpsertError(f"{dataset!r} has no free node ids left (at most 2^31 nodes)")
+
+    def __call__(self, value) -> int:
+        return self.of[str(value)]
+
+    def key(self, value) -> str | None:
+        return str(value) if self.keyed else None
+
+    def missing(self, edges: list[EdgeRow]) -> list:
+        return sorted({i for e in edges for i in (e.source, e.target) if str(i) not in self.of}, key=str)
 
 
 def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeRow], encode: Encode,
@@ -141,10 +198,7 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
 
     encode_relations(sorted({e.relation for e in edges} - set(info.relation_names) - set(info.relation_types)))
 
-    by_type: dict[str, list[dict]] = defaultdict(list)
-    for n in nodes:
-        by_type[n.type].append({"id": n.id, "name": n.name, "text": n.text, "embedding": n.embedding,
-                                **sketch_properties(np.asarray(n.embedding, dtype=np.float32))[0]})
+    sketches = sketch_properties(np.asarray([n.embedding for n in nodes], dtype=np.float32)) if nodes else []
     added: list[str] = []
 
     def work(tx):
@@ -164,15 +218,34 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
             relation_emb = np.concatenate([relation_emb, np.stack([relation_vectors[r] for r in new_relations])])
         added[:] = new_relations  # a retried transaction reports what its last attempt added
         type_of = {**dict(zip(relation_names, relation_types)), **{t: t for t in relation_types}}
-        by_relation: dict[str, list[list[int]]] = defaultdict(list)
-        for e in edges:
-            by_relation[type_of[e.relation]].append([e.source, e.target])
 
+        ids = _Ids(tx, graph.label, dataset, nodes, edges)
+        missing = ids.missing(edges)
+        if missing and ids.keyed:
+            raise UpsertError(f"edges refer to node ids {missing[:10]} that are not in {dataset!r}: "
+                              "add those nodes in the same upsert")
+        by_relation = defaultdict(list)
+        for e in edges:
+            by_relation[type_of[e.relation]].append([ids(e.source), ids(e.target)])
+        stored = tx.run(query("upsert/node_types", dataset=graph.label),
+                        quiet({"ids": [ids(n.id) for n in nodes]})).single()
+        old_type = dict(zip(stored["ids"], stored["types"]))
+        relabel: dict[str, list[int]] = defaultdict(list)
+        by_type: dict[str, list[dict]] = defaultdict(list)
+        for n, sketch in zip(nodes, sketches):
+            node_id = ids(n.id)
+            before = old_type.get(node_id)
+            if before is not None and to_identifier(str(before)) != to_identifier(n.type):
+                relabel[to_identifier(str(before))].append(node_id)
+            by_type[n.type].append({"id": node_id, "key": ids.key(n.id), "name": n.name, "text": n.text,
+                                    "embedding": n.embedding, **sketch})
+        for old_label, changed in relabel.items():
+            tx.run(query("upsert/remove_type", dataset=graph.label, node_type=old_label), quiet({"ids": changed})).consume()
         for type_name, rows in by_type.items():
             tx.run(query("upsert/node", dataset=graph.label, node_type=to_identifier(type_name)),
                    quiet({"rows": rows, "type_name": type_name})).consume()
-        ids = sorted({i for e in edges for i in (e.source, e.target)})
-        missing = tx.run(query("upsert/missing_ids", dataset=graph.label), quiet({"ids": ids})).single()["missing"]
+        node_ids = sorted({ids(i) for e in edges for i in (e.source, e.target)})
+        missing = tx.run(query("upsert/missing_ids", dataset=graph.label), quiet({"ids": node_ids})).single()["missing"]
         if missing:
             raise UpsertError(f"edges refer to node ids {missing[:10]} that are not in {dataset!r}: "
                               "add those nodes in the same upsert")

@@ -137,6 +137,72 @@ def test_upsert_edge_to_unknown_node_changes_nothing(neo4j_driver, dataset_label
         graph.node_features([5000])  # the whole upsert was rolled back
 
 
+def _labels(driver, dataset, node_id) -> set[str]:
+    rows = driver.execute_query(f"MATCH (n:{label_for(dataset)} {{id: $id}}) RETURN labels(n) AS l, n.name AS name, "
+                                "n.key AS key", id=node_id).records
+    return (set(rows[0]["l"]) - {label_for(dataset)}, rows[0]["name"], rows[0]["key"]) if rows else None
+
+
+def test_upsert_names_nodes_by_the_ids_of_the_users_node_table(neo4j_driver, dataset_label):
+    """A dataset ingested from a node table with ids 100..139 (and one past 2^53): an upsert names
+    nodes by those ids. Id 1 is a new node, not seeder-dgl's node 1; id 120 is the user's node 120,
+    whose type changes cleanly (one type label); the big id stays exact."""
+    from loaders.files import graph_from_rows
+
+    big = 2**53 + 1  # a float64 would read it as 2^53
+    rows = [{"id": 100 + i, "name": f"person {i}", "type": "person"} for i in range(40)]
+    rows.append({"id": big, "name": "big id", "type": "person"})
+    edges = [{"source": 100 + i, "relation": "knows", "target": 100 + (i + 1) % 40} for i in range(40)]
+    kg = graph_from_rows(rows, edges + [{"source": big, "relation": "knows", "target": 100}], dataset_label,
+                         "nodes", "edges").kg
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, random_embeddings(kg.num_nodes, seed=4), random_embeddings(1, seed=5), "test-model",
+                  progress=False)
+    encode = lambda texts: random_embeddings(len(texts), seed=9)  # noqa: E731
+    try:
+        graph = LiveGraph(neo4j_driver, dataset_label)
+        internal_120 = kg.node_keys.index("120")
+        result = upsert(neo4j_driver, dataset_label,
+                        [NodeRow(1, "newcomer", "person", "newcomer"), NodeRow(120, "Acme", "company", "Acme")],
+                        [EdgeRow(1, big, "knows"), EdgeRow("120", 1, "works with")], encode)
+        assert result["nodes"] == kg.num_nodes + 1  # one new node; 120 was changed in place
+        assert _labels(neo4j_driver, dataset_label, 1) == ({"person"}, "person 1", "101")  # untouched
+        assert _labels(neo4j_driver, dataset_label, internal_120) == ({"company"}, "Acme", "120")
+        new = kg.num_nodes  # numbered after every node
+        assert _labels(neo4j_driver, dataset_label, new) == ({"person"}, "newcomer", "1")
+        types, names, _, keys = graph.describe_with_keys([new, internal_120, kg.node_keys.index(str(big))])
+        assert names == ["newcomer", "Acme", "big id"] and keys == ["1", "120", str(big)]
+        assert types == ["person", "company", "person"]
+        edges_now = {(h, r, t) for _, h, r, _, t in graph.edges([new, internal_120, kg.node_keys.index(str(big))])}
+        assert ("newcomer", "knows", "big id") in edges_now and ("Acme", "works_with", "newcomer") in edges_now
+        # The same upsert again changes nothing; an edge to an id the dataset lacks changes nothing.
+        again = upsert(neo4j_driver, dataset_label, [NodeRow(1, "newcomer", "person", "newcomer")],
+                       [EdgeRow(1, big, "knows")], encode)
+        assert (again["nodes"], again["relationships"]) == (result["nodes"], result["relationships"])
+        with pytest.raises(UpsertError, match=r"node ids \[99\] that are not in"):
+            upsert(neo4j_driver, dataset_label, [NodeRow("x1", "x", "person", "x")], [EdgeRow("x1", 99, "knows")],
+                   encode)
+        assert LiveGraph(neo4j_driver, dataset_label).info.num_nodes == kg.num_nodes + 1
+    finally:
+        writer.drop()
+
+
+def test_upsert_changes_a_type_cleanly_and_refuses_ids_a_dataset_cannot_have(neo4j_driver, dataset_label,
+                                                                           small_graph):
+    kg, _, _ = small_graph
+    node = 3
+    before = _labels(neo4j_driver, dataset_label, node)[0]
+    assert len(before) == 1
+    upsert(neo4j_driver, dataset_label, [NodeRow(node, "renamed", "a new type", "renamed")], [],
+           encode=lambda t: random_embeddings(len(t), seed=2))
+    assert _labels(neo4j_driver, dataset_label, node)[:2] == ({"a_new_type"}, "renamed")
+    for bad in ("abc", 2**31, -1):
+        with pytest.raises(UpsertError, match="numbers its nodes 0..n-1 itself"):
+            upsert(neo4j_driver, dataset_label, [NodeRow(bad, "x", "type/0", "x")], [],
+                   encode=lambda t: random_embeddings(len(t), seed=2))
+    assert LiveGraph(neo4j_driver, dataset_label).info.num_nodes == kg.num_nodes
+
+
 def test_concurrent_upserts_keep_each_others_new_relation_types(neo4j_driver, dataset_label, small_graph):
     """Two upserts that each bring a relation type the dataset has not seen, at the same moment:
     the record must list both (each extends the vocabulary under a lock on the record)."""

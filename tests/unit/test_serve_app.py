@@ -85,7 +85,7 @@ def test_one_question_answers_with_the_json_of_query_format_json(client, toy):
     body = response.json()
     expected = toy.retrieve_many(["Where does Ada work?"], k=2, method="seeder")[0].to_dict()
     assert body == expected
-    assert body["nodes"][0] == {"id": 1, "type": "person", "name": "Ada Okafor", "score": 0.9, "seed": True, "text": ""}
+    assert body["nodes"][0] == {"id": 1, "type": "person", "name": "Ada Okafor", "score": 0.9, "seed": True, "text": "", "key": None}
     assert body["nodes"][1]["seed"] is False
     assert toy.calls[0] == (["Where does Ada work?"], 2, "seeder")  # the dataset's default method
 
