@@ -187,3 +187,85 @@ def test_a_short_training_run_with_dgl_ops_matches_the_torch_ops(task, tmp_path)
     for a, b in zip(_numbers(dgl_run.history), _numbers(torch_run.history)):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-3, abs=1e-4)
         assert a["val"]["mrr"] == pytest.approx(b["val"]["mrr"], abs=0.02)
+
+
+_CTRL_C_SCRIPT = r'''
+import os, sys, time
+from pathlib import Path
+sys.path.insert(0, os.getcwd())
+import typer
+from seeder_dgl.cli import one_line_errors
+from seeder_dgl.training import parallel
+from seeder_dgl.training.trainer import train
+from tests.unit.test_trainer import synthetic_task, tiny_config
+
+marker, after = Path(sys.argv[1]), int(sys.argv[2])
+summed = parallel.Group.sum_gradients
+steps = []
+
+def counting(self, params, stats):  # rank 0 says when training is under way, and its workers' pids
+    if self.rank == 0:
+        steps.append(1)
+        if len(steps) == after:
+            marker.write_text(" ".join(str(p.pid) for p in self.processes))
+    return summed(self, params, stats)
+
+parallel.Group.sum_gradients = counting
+
+@one_line_errors
+def train_cmd():  # named as the CLI's command, so the message is the one `train` prints
+    task = synthetic_task(num_train=160, num_val=40, seed=3)
+    train(tiny_config(epochs=200, workers=2, batch_size=8), *task, Path(sys.argv[3]), progress=False)
+
+train_cmd.__wrapped__.__name__ = "train"
+try:
+    train_cmd()
+except typer.Exit as exc:
+    sys.exit(exc.exit_code)
+'''
+
+
+@pytest.mark.parametrize("after", [1, 12])
+def test_ctrl_c_in_the_first_epoch_exits_at_once_and_leaves_no_worker(tmp_path, after):
+    """Ctrl-C reaches every process of the terminal's process group: the run stops within seconds
+    with "interrupted" and exit code 130, whatever step the workers are in, and no worker is left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    marker = tmp_path / "started"
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(_CTRL_C_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(marker), str(after), str(tmp_path / "run")],
+                            cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env={**os.environ, "COLUMNS": "200"})
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists() or not marker.read_text():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "training did not start"
+            time.sleep(0.05)
+        workers = [int(p) for p in marker.read_text().split()]
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: the whole group
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        waited = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in err, err
+    assert waited < 8, waited  # close() waits 10 s for a stuck worker before terminating it
+    for pid in workers:  # reparented and reaped once gone: none may still run
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"worker {pid} still runs after Ctrl-C")
