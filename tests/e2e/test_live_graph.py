@@ -187,6 +187,53 @@ def test_upsert_names_nodes_by_the_ids_of_the_users_node_table(neo4j_driver, dat
         writer.drop()
 
 
+def test_any_upserts_keep_one_node_per_user_id_with_its_last_name_and_one_type_label(neo4j_driver, dataset_label):
+    """Property: whatever rows a series of upserts brings (ids as numbers past 2^53 or as text, 7
+    and '7' the same id, types changing), the dataset holds one node per id the user ever gave, each
+    with the name and the single type label of its last write, and one relationship per pair."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    from loaders.files import graph_from_rows
+    from loaders.kg import to_identifier
+
+    kg = graph_from_rows([{"id": f"n{i}", "name": f"node {i}", "type": "person"} for i in range(5)],
+                         [{"source": "n0", "relation": "knows", "target": "n1"}], dataset_label, "nodes", "edges").kg
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, random_embeddings(5, seed=1), random_embeddings(1, seed=2), "test-model", progress=False)
+    model = {f"n{i}": (f"node {i}", "person") for i in range(5)}
+    pairs = {frozenset(("n0", "n1"))}
+    ids = st.one_of(st.integers(0, 40), st.integers(2**53, 2**53 + 3), st.sampled_from(["n0", "n3", "7", "x y"]))
+    rows = st.lists(st.tuples(ids, st.sampled_from(["a", "b", "c"]), st.sampled_from(["person", "company", "a place"])),
+                    min_size=1, max_size=6, unique_by=lambda r: str(r[0]))
+
+    @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(rows, st.data())
+    def one_upsert(batch, data):
+        keys = [str(i) for i, _, _ in batch]
+        edges = data.draw(st.lists(st.tuples(st.sampled_from(keys), st.sampled_from(sorted(set(model) | set(keys)))),
+                                   max_size=3))
+        upsert(neo4j_driver, dataset_label, [NodeRow(i, f"{name} {i}", kind, f"{name} {i}") for i, name, kind in batch],
+               [EdgeRow(a, b, "knows") for a, b in edges if a != b], encode=lambda t: random_embeddings(len(t), seed=3))
+        model.update({str(i): (f"{name} {i}", kind) for i, name, kind in batch})
+        pairs.update(frozenset(e) for e in edges if e[0] != e[1])
+        label = label_for(dataset_label)
+        stored = neo4j_driver.execute_query(f"MATCH (n:{label}) RETURN n.key AS key, n.name AS name, labels(n) AS labels, "
+                                            "n.id AS id").records
+        assert sorted(r["key"] for r in stored) == sorted(model)  # one node per id, none lost
+        assert len({r["id"] for r in stored}) == len(stored)
+        for r in stored:
+            name, kind = model[r["key"]]
+            assert (r["name"], set(r["labels"]) - {label}) == (name, {to_identifier(kind)})
+        links = neo4j_driver.execute_query(f"MATCH (a:{label})-[r]-(b:{label}) WHERE elementId(a) < elementId(b) "
+                                           "RETURN a.key AS a, b.key AS b").records
+        assert sorted(sorted((r["a"], r["b"])) for r in links) == sorted(sorted(p) for p in pairs)
+
+    try:
+        one_upsert()
+    finally:
+        writer.drop()
+
+
 def test_upsert_changes_a_type_cleanly_and_refuses_ids_a_dataset_cannot_have(neo4j_driver, dataset_label,
                                                                            small_graph):
     kg, _, _ = small_graph
