@@ -11,6 +11,9 @@ Two generated graphs with readable names (people, companies, cities, products) g
   questions about A's entities (some about people upserted during the run);
 - one stream upserts new people (and now and then a new node type and a new relation) into A in
   small batches through ``seeder_dgl.graphstore.upsert``, as ``seeder-dgl upsert`` does;
+- a second writer of A, one process after another: the same ``seeder-dgl ingest A`` again, then
+  ``seeder-dgl upsert A`` with people of its own (``--no-racer`` leaves it out); each must finish
+  or be refused in one line, and its committed people count with the stream's;
 - ``seeder-dgl ingest`` writes B (about 10,000 nodes, 66,000 relationships) from its files in a
   child process. B's node texts are put in the embedding cache before the run, so the run holds
   B's loading and Neo4j writes rather than only its encoding (``--b-cold`` encodes them inside).
@@ -57,6 +60,10 @@ from loaders.kg import is_identifier  # noqa: E402
 PROTECTED = {"metaqa", "mykg"}
 """Datasets of other people on the shared server: never ingested, changed or dropped here."""
 UPSERT_BASE = 1_000_000
+RACER_BASE = 2_000_000
+"""Ids of the people the second writer's upserts add (the stream's start at UPSERT_BASE)."""
+REFUSED = ("being written by another", "another command")
+"""What a clean refusal of a second writer says (the dataset's writer lease, or an upsert's check of it)."""
 """Ids of upserted nodes start here, far above the generated ones, so they are told apart by id."""
 MESSAGES_KEPT = 5
 
@@ -205,17 +212,27 @@ def counts(driver, label: str) -> tuple[int, int]:
     return int(nodes), int(rels)
 
 
+USER_ID = "toInteger(coalesce(n.key, toString(n.id)))"
+"""A node's id as the soak's files and upserts give it (the node table's id, which upserts name)."""
+
+
+def user_id(node: dict) -> int:
+    """The id the soak gave a retrieved node (``RetrievedNode.key``), as its files and upserts name it."""
+    return int(node["key"]) if node.get("key") is not None else int(node["id"])
+
+
 def read_graph(driver, label: str, embeddings: bool = True) -> tuple[dict, set]:
-    """id -> (name, type, sorted labels[, sha1 of the embedding]) and the set of undirected
+    """user id -> (name, type, sorted labels[, sha1 of the embedding]) and the set of undirected
     relationships (relation, low id, high id) of one dataset."""
     q = checked(label)
     nodes = {}
-    for r in driver.execute_query(f"MATCH (n:{q}) RETURN n.id AS id, n.name AS name, n.type AS type, labels(n) AS "
+    for r in driver.execute_query(f"MATCH (n:{q}) RETURN {USER_ID} AS id, n.name AS name, n.type AS type, labels(n) AS "
                                   "labels" + (", n.embedding AS embedding" if embeddings else "")).records:
         emb = (hashlib.sha1(np.asarray(r["embedding"] or [], dtype=np.float32).tobytes()).hexdigest(),) if embeddings else ()
         nodes[int(r["id"])] = (r["name"], r["type"], tuple(sorted(r["labels"])), *emb)
     edges = set()
-    for r in driver.execute_query(f"MATCH (a:{q})-[r]->(b:{q}) RETURN a.id AS a, type(r) AS t, b.id AS b").records:
+    for r in driver.execute_query(f"MATCH (a:{q})-[r]->(b:{q}) RETURN {USER_ID.replace('n.', 'a.')} AS a, type(r) AS t, "
+                                  f"{USER_ID.replace('n.', 'b.')} AS b").records:
         a, b = int(r["a"]), int(r["b"])
         edges.add((r["t"].lower(), min(a, b), max(a, b)))
     return nodes, edges
@@ -299,6 +316,7 @@ class Live:
     timeline: list = field(default_factory=list)            # (start in the run, seconds, committed) per batch
     t0: float = 0.0
     new_person_ids: list = field(default_factory=list)      # committed people, for questions about them
+    refused: int = 0                                        # batches refused while the second writer held A
 
 
 def upsert_stream(driver, dataset: str, encoder, names: Names, a: Graph, live: Live, initial: tuple[int, int],
@@ -345,7 +363,10 @@ def upsert_stream(driver, dataset: str, encoder, names: Names, a: Graph, live: L
         try:
             result = live_update.upsert(driver, dataset, nodes, edges, encode=encode)
         except Exception as exc:  # counted, not raised: the report lists them
-            errors.add(f"upsert batch {live.batches}: {type(exc).__name__}: {exc}")
+            if any(r in str(exc) for r in REFUSED):  # the second writer held A: a clean refusal, nothing written
+                live.refused += 1
+            else:
+                errors.add(f"upsert batch {live.batches}: {type(exc).__name__}: {exc}")
         else:
             ok = True
             live.seconds.append(time.perf_counter() - t)
@@ -353,12 +374,63 @@ def upsert_stream(driver, dataset: str, encoder, names: Names, a: Graph, live: L
             live.committed_edges.update(batch_edges)
             live.new_person_ids.extend(i for i, (_, kind) in batch_nodes.items() if kind == "person")
             want = (initial[0] + len(live.committed_nodes), initial[1] + len(live.committed_edges))
-            if (result["nodes"], result["relationships"]) != want:
+            # With a second writer, its commits interleave: only the counts after the run are exact.
+            if not args.racer and (result["nodes"], result["relationships"]) != want:
                 errors.add(f"upsert batch {live.batches}: the dataset has {result['nodes']} nodes and "
                            f"{result['relationships']} relationships after it, expected {want[0]} and {want[1]}")
         live.timeline.append((round(t - live.t0, 2), round(time.perf_counter() - t, 3), ok))
         live.batches += 1
         stop.wait(args.upsert_pause)
+
+
+def race_writer(name: str, folder: Path, scratch: Path, a: Graph, names: Names, live: Live, env: dict,
+                stop: threading.Event, errors: Tally, outcomes: dict) -> None:
+    """A second writer of A, each in a process of its own, one after the other until ``stop``: the
+    same ``seeder-dgl ingest A`` again, then ``seeder-dgl upsert A`` with people of its own. Each
+    must finish (ingest: nothing to do; upsert: committed, counted with the stream's) or be refused
+    in one line; anything else is an error."""
+    rng = np.random.default_rng(7)
+    persons = a.of_type("person")
+    round_no = 0
+    while not stop.is_set():
+        kind = ("ingest", "upsert")[round_no % 2]
+        log = scratch / f"racer-{round_no}.log"
+        args = [sys.executable, "-m", "seeder_dgl.cli", "ingest", name, "--source", str(folder)]
+        batch_nodes, batch_edges = {}, set()
+        if kind == "upsert":
+            nodes_file, edges_file = scratch / f"racer-{round_no}-nodes.jsonl", scratch / f"racer-{round_no}-edges.jsonl"
+            node_rows, edge_rows = [], []
+            for j in range(3):
+                pid = RACER_BASE + 3 * round_no + j
+                node_rows.append({"id": pid, "name": names.person(), "type": "person"})
+                target = int(persons[int(rng.integers(len(persons)))])
+                edge_rows.append({"source": pid, "relation": "knows", "target": target})
+                batch_nodes[pid] = (node_rows[-1]["name"], "person")
+                batch_edges.add(("knows", min(pid, target), max(pid, target)))
+            nodes_file.write_text("".join(json.dumps(r) + "\n" for r in node_rows))
+            edges_file.write_text("".join(json.dumps(r) + "\n" for r in edge_rows))
+            args = [sys.executable, "-m", "seeder_dgl.cli", "upsert", name, "--nodes", str(nodes_file),
+                    "--edges", str(edges_file)]
+            live.sent_nodes.update(batch_nodes)  # a query may see them the moment they commit
+            live.sent_edges.update(batch_edges)
+        with open(log, "w") as out:
+            code = subprocess.run(args, cwd=ROOT, env={**env, "COLUMNS": "400"}, stdout=out,
+                                  stderr=subprocess.STDOUT).returncode
+        text = log.read_text(errors="replace")
+        if code == 0 and kind == "upsert":
+            live.committed_nodes.update(batch_nodes)
+            live.committed_edges.update(batch_edges)
+            outcome = "upsert committed"
+        elif code == 0 and "nothing to do" in text:
+            outcome = "ingest again: nothing to do"
+        elif code == 1 and any(r in text for r in REFUSED) and "Traceback" not in text:
+            outcome = f"{kind} refused in one line"
+        else:
+            outcome = f"{kind}: error"
+            errors.add(f"second writer, {kind}: exit {code}: {log_tail(log)}")
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        round_no += 1
+        stop.wait(0.5)
 
 
 @dataclass
@@ -376,17 +448,17 @@ def check_answer(result, a_nodes: dict, a_edges: set, b_nodes: dict, live: Live,
     """Why an answer is inconsistent with A (empty when it is fine)."""
     problems = []
     out = result.to_dict()
-    ids = [n["id"] for n in out["nodes"]]
+    ids = [user_id(n) for n in out["nodes"]]
     if len(set(ids)) != len(ids):
         problems.append(f"repeated node ids in {ids}")
     by_name = {}
-    for n in out["nodes"]:
+    for n, i in zip(out["nodes"], ids):
         got = (n["name"], n["type"])
-        want = a_nodes.get(n["id"]) if n["id"] < UPSERT_BASE else live.sent_nodes.get(n["id"])
+        want = a_nodes.get(i) if i < UPSERT_BASE else live.sent_nodes.get(i)
         if want != got:
-            leak = " (B's node with that id)" if b_nodes.get(n["id"]) == got else ""
-            problems.append(f"node {n['id']} {got} is not A's {want}{leak}")
-        by_name[n["name"]] = n["id"]
+            leak = " (B's node with that id)" if b_nodes.get(i) == got else ""
+            problems.append(f"node {i} {got} is not A's {want}{leak}")
+        by_name[n["name"]] = i
     for t in out["triples"]:
         head, relation, tail = by_name.get(t["head"]), t["relation"], by_name.get(t["tail"])
         if head is None or tail is None:
@@ -430,7 +502,7 @@ def query_client(retriever, client: Client, questions, a_nodes, a_edges, b_nodes
             inconsistent.add(f"{question!r}: " + "; ".join(problems[:3]))
         if target is not None:
             client.about_new += 1
-            client.found_new += any(n.id == target for n in result.nodes)
+            client.found_new += any(user_id(vars(n)) == target for n in result.nodes)
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -459,7 +531,8 @@ class Soak:
         self.start: threading.Barrier | None = None
         self.live = Live()
         self.clients = [Client() for _ in range(args.clients)]
-        self.errors = {"queries": Tally(), "upserts": Tally(), "ingest": Tally()}
+        self.errors = {"queries": Tally(), "upserts": Tally(), "ingest": Tally(), "second writer": Tally()}
+        self.racer_outcomes: dict[str, int] = {}
         self.inconsistent = Tally()
         self.probe_before = cpu_probe()
 
@@ -533,12 +606,20 @@ class Soak:
                                   args=(self.driver, self.name_a, self.encoder, self.names, self.a, live,
                                         self.initial, args, self.stop, self.errors["upserts"]))
         self.threads.append(writer)
+        racer = threading.Thread(target=race_writer, name="second-writer", daemon=True,
+                                 args=(self.name_a, self.scratch / "a", self.scratch, self.a, self.names, live,
+                                       dict(os.environ), self.stop, self.errors["second writer"],
+                                       self.racer_outcomes))
+        if args.racer:
+            self.threads.append(racer)
 
         print(f"running {args.clients} clients, the upsert stream and B's ingest for {args.seconds:g} s", flush=True)
         self.start.wait()
         t0 = live.t0 = time.perf_counter()
         proc_b = self.ingest("b", self.name_b, self.b)
         writer.start()
+        if args.racer:
+            racer.start()
         self.b_end = None
         while time.perf_counter() - t0 < args.seconds:
             time.sleep(0.2)
@@ -584,6 +665,9 @@ class Soak:
         return {
             "no query errors": (errors["queries"].count == 0, f"{errors['queries'].count} errors"),
             "no upsert errors": (errors["upserts"].count == 0, f"{errors['upserts'].count} errors"),
+            "a second writer of A finished or was refused in one line": (
+                errors["second writer"].count == 0 and (not self.args.racer or bool(self.racer_outcomes)),
+                ", ".join(f"{k}: {v}" for k, v in sorted(self.racer_outcomes.items())) or "not run"),
             "B ingested without error": (errors["ingest"].count == 0 and rec_b.get("status") == "complete",
                                          f"exit {self.procs['b'].returncode}, record {rec_b.get('status')}"),
             "every client answered": (all(c.answered for c in self.clients),
@@ -641,6 +725,7 @@ class Soak:
                         "graph_p50_ms": percentile(graph_ms, 50), "graph_p95_ms": percentile(graph_ms, 95),
                         "about_upserted_people": about_new, "upserted_person_returned": found_new},
             "upserts": {"batches_committed": len(live.seconds), "batches_failed": live.batches - len(live.seconds),
+                        "batches_refused": live.refused,
                         "nodes_committed": len(live.committed_nodes),
                         "relationships_committed": len(live.committed_edges),
                         "p50_ms": percentile(upsert_ms, 50), "p95_ms": percentile(upsert_ms, 95),
@@ -648,6 +733,7 @@ class Soak:
                         "timeline": live.timeline},
             "ingest_b": {"finished_at_s": round(self.b_end, 1),
                          "neo4j_writes_from_s": round(writes_from, 1) if writes_from is not None else None, **ib},
+            "second_writer": self.racer_outcomes,
             "errors": {k: {"count": t.count, "first": t.first} for k, t in self.errors.items()},
             "inconsistent_answers": {"count": self.inconsistent.count, "first": self.inconsistent.first},
             "checks": {k: {"ok": ok, "detail": detail} for k, (ok, detail) in checks.items()},
@@ -678,10 +764,13 @@ class Soak:
             f"{q['graph_p50_ms']:.0f} ms, p95 {q['graph_p95_ms']:.0f} ms |",
             f"| upserts committed | {u['batches_committed']:,} batches: {u['nodes_committed']:,} nodes, "
             f"{u['relationships_committed']:,} relationships; p50 {u['p50_ms']:.0f} ms, p95 {u['p95_ms']:.0f} ms "
-            f"a batch (encoding p50 {u['encode_p50_ms']:.0f} ms); {u['batches_failed']} failed |",
+            f"a batch (encoding p50 {u['encode_p50_ms']:.0f} ms); {u['batches_failed']} not committed, "
+            f"{live.refused} of them refused in one line while the second writer held A |",
             f"| questions about people upserted during the run | {about_new:,}; the person was among the "
             f"returned nodes in {found_new:,} |",
-            f"| ingest of B | {b_row} |", "",
+            f"| ingest of B | {b_row} |",
+            f"| second writer of A (`ingest` again, `upsert` in processes of its own) | "
+            f"{', '.join(f'{k}: {v}' for k, v in sorted(self.racer_outcomes.items())) or 'not run'} |", "",
             "| check | result | found |", "|---|---|---|",
             *[f"| {k} | {'pass' if ok else '**FAIL**'} | {detail} |" for k, (ok, detail) in checks.items()], "",
             *([f"First errors: {'; '.join(x for t in self.errors.values() for x in t.first)}", "",
@@ -750,6 +839,8 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=20, help="nodes per answer")
     parser.add_argument("--new-share", type=float, default=0.2,
                         help="share of questions about people upserted during the run")
+    parser.add_argument("--no-racer", dest="racer", action="store_false",
+                        help="leave out the second writer of A (the same ingest again, upserts in other processes)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tag", default=None, help="suffix of the results file, to keep several runs")
     args = parser.parse_args()
