@@ -20,6 +20,7 @@ So the same linker and prior serve questions as written and as typed.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -32,6 +33,7 @@ from seeder_dgl.retrieval.linking import (
     CANDIDATES,
     EntityLinker,
     JOINED_NAME,
+    PLACEHOLDER,
     LinkExample,
     Mentions,
     NameQuery,
@@ -54,6 +56,11 @@ PATH_CANDIDATES = 4
 """Candidates per question whose relation paths are searched when the dataset marks no topic."""
 MIN_LINK_QUESTIONS = 20
 """Training questions with a known topic needed to fit a linker."""
+PRIOR_QUESTIONS = 20000
+"""Training questions the relation prior reads at most (``fit_linking``). Its reading of wordings it
+has not seen is what the fit's sample size buys: on MLPQ, 5,000 of its 12,691 training templates read
+the validation questions' second hop right for 0.831, all of them for 0.869 (0.620 against 0.692
+where no training question has the validation question's wording)."""
 
 
 @dataclass
@@ -126,10 +133,11 @@ whichever setting was chosen (a prior of more hops serves a shallower expansion)
 
 def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], np.ndarray], *, hops: int,
                 encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray]]] | None = None,
-                require_prior: bool = False, typed: bool = True, max_questions: int = 5000, seed: int = 0,
-                progress: bool = True) -> LinkingFit:
+                require_prior: bool = False, typed: bool = True, max_questions: int = 5000,
+                max_prior_questions: int = PRIOR_QUESTIONS, seed: int = 0, progress: bool = True) -> LinkingFit:
     """Fit the relation prior for ``hops`` hops and the linker on up to ``max_questions`` of the
-    training ``queries`` and, with ``typed``, a typed variant of each.
+    training ``queries`` and, with ``typed``, a typed variant of each. The prior also reads up to
+    ``max_prior_questions`` in all where the dataset marks the topic (``_marked_rows``).
 
     Where too few questions reach an answer from their topic to fit a prior, the linker is fitted
     without the relation features, unless ``require_prior`` (then a one-line error). ``graph`` is a
@@ -140,6 +148,7 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     The prior is returned bound to them, and the linker with it.
     """
     queries = [q for q in queries if q.answers]
+    every = queries
     if len(queries) > max_questions:
         pick = np.sort(np.random.default_rng(seed).choice(len(queries), size=max_questions, replace=False))
         queries = [queries[i] for i in pick]
@@ -176,8 +185,11 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     for v in variants:
         v.mentions = mention_table(v.text, v.hits, rates)
 
+    sampled = {id(v.query) for v in clean}
+    marked = _marked_rows(graph, [q for q in every if id(q) not in sampled and q.topic],
+                          max(max_prior_questions - len(clean), 0), typed, seed)
     try:
-        prior = _fit_prior(graph, variants, encode, encode_tokens, hops, seed, progress)
+        prior = _fit_prior(graph, variants, encode, encode_tokens, hops, seed, progress, marked)
     except SeederError:
         if require_prior:
             raise
@@ -194,6 +206,7 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     linker = fit_linker(examples, rates, types, seed=seed)
     found = [bool(v.topic) and bool(v.gold().any()) for v in variants]
     stats = {"questions": len(clean), "typed_variants": len(variants) - len(clean), "joined_names": joined,
+             "prior_more_templates": len(marked),
              "relation_features": prior is not None,
              "topic_known": len(with_topic),
              "topic_from": "dataset" if any(q.topic for q in queries) else "answer paths",
@@ -216,8 +229,39 @@ def _read_hits(graph, variants: list[_Variant], encode, what: str, progress: boo
             bars.advance(task)
 
 
+def _marked_rows(graph, queries: Sequence[Query], limit: int, typed: bool, seed: int) -> list[tuple[Query, str]]:
+    """(question, template) for up to ``limit`` of ``queries`` (a seeded sample) whose topic the dataset
+    marks, beyond the linker's sample: the template masks the topic's name, which needs no name
+    index, so the prior can read many more questions than the linker. With ``typed``, each also as
+    a typed template (``TYPED_MIX`` on the template: a typo goes into the masked name, so it leaves
+    the template as written). Empty where the graph's names cannot be read."""
+    live = getattr(graph, "live", None)
+    if limit <= 0 or not queries or live is None:
+        return []
+    if len(queries) > limit:
+        pick = np.sort(np.random.default_rng(seed + 1).choice(len(queries), size=limit, replace=False))
+        queries = [queries[i] for i in pick]
+    topics = sorted({int(t) for q in queries for t in q.topic})
+    names = {}
+    for lo in range(0, len(topics), 2000):
+        chunk = topics[lo:lo + 2000]
+        names.update(zip(chunk, live.describe(chunk)[1]))
+    rows = []
+    for q in queries:
+        template = question_template(q.text, [names[int(t)] for t in q.topic])
+        if not re.search(rf"(?<!\w){PLACEHOLDER.casefold()}(?!\w)", template):
+            continue  # the question does not spell its topic's name: no template to read
+        rows.append((q, template))
+        if typed:
+            rng = random.Random(f"typed:{seed}:{q.id}")
+            typed_template = question_template(perturb(template, rng.choice(TYPED_MIX), rng, [PLACEHOLDER]), [])
+            if typed_template != template:
+                rows.append((q, typed_template))
+    return rows
+
+
 def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int, seed: int,
-               progress: bool) -> RelationPrior:
+               progress: bool, marked: Sequence[tuple[Query, str]] = ()) -> RelationPrior:
     relation_types = list(graph.info.relation_types)
     labels_of: dict[int, np.ndarray | None] = {}
     rows, labels = [], []
@@ -234,6 +278,16 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
                 continue
             rows.append(question_template(v.text, [v.span_text()]))
             labels.append(labels_of[qid])
+        if marked:
+            task = bars.add_task("relation paths of more training questions", total=len(marked))
+        for q, template in marked:
+            bars.advance(task)
+            qid = int(q.id)
+            if qid not in labels_of:
+                labels_of[qid] = path_relations(graph.arrays, q.topic, q.answers, hops, len(relation_types))
+            if labels_of[qid] is not None:
+                rows.append(template)
+                labels.append(labels_of[qid])
     if len(rows) < 20:
         raise SeederError(f"only {len(rows)} training questions have an answer within {hops} hops of their topic: "
                           "too few to learn which relations to follow; use a profile without the relation prior")

@@ -3,6 +3,7 @@ features, the hand-set and the learned scorer, and the linker's stored form."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -208,3 +209,35 @@ def replace_stats(linker, **stats):
     from dataclasses import replace
 
     return replace(linker, stats={**linker.stats, **stats})
+
+
+def test_the_prior_reads_more_questions_whose_topic_the_dataset_marks():
+    """Beyond the linker's sample, questions with a marked topic give the prior their templates
+    (the topic's name masked, read from the graph's names), each also typed; a question that does
+    not spell its topic's name gives none; the sample is seeded and capped."""
+    from types import SimpleNamespace
+
+    from loaders.kg import Query
+    from seeder_dgl.retrieval.link_training import _marked_rows
+
+    names = {1: "Tom Hanks", 2: "Cast Away", 3: "Saint-Denis"}
+    live = SimpleNamespace(describe=lambda ids: ([None] * len(ids), [names[i] for i in ids], [None] * len(ids)))
+    graph = SimpleNamespace(live=live)
+    queries = [Query(10, "What films did Tom Hanks act in?", [2], topic=[1]),
+               Query(11, "who directed cast away", [1], topic=[2]),
+               Query(12, "which films star him?", [2], topic=[1]),  # the name is not in the question
+               Query(13, "What lies east of Saint-Denis?", [1], topic=[3])]
+    rows = _marked_rows(graph, queries, limit=10, typed=False, seed=0)
+    assert [(q.id, t) for q, t in rows] == [(10, "what films did x act in?"), (11, "who directed x"),
+                                            (13, "what lies east of x?")]
+    many = [Query(100 + i, f"What films did Tom Hanks act in, in {1990 + i}?", [2], topic=[1]) for i in range(30)]
+    typed = _marked_rows(graph, many, limit=100, typed=True, seed=0)
+    written = {q.id: t for q, t in typed[::-1]}  # each question's first row is its template as written
+    assert all(written[q.id] == f"what films did x act in, in {1990 + i}?" for i, q in enumerate(many))
+    # lower case, random case and a typo (in the masked name) leave a template as written; no
+    # punctuation and keywords change it
+    assert len(many) < len(typed) < 2 * len(many) and all(re.search(r"(?<!\w)x(?!\w)", t) for _, t in typed)
+    assert typed == _marked_rows(graph, many, limit=100, typed=True, seed=0)
+    assert len({q.id for q, _ in _marked_rows(graph, queries, limit=2, typed=False, seed=0)}) <= 2
+    assert _marked_rows(SimpleNamespace(live=None), queries, limit=10, typed=True, seed=0) == []
+    assert _marked_rows(graph, queries, limit=0, typed=True, seed=0) == []
