@@ -198,6 +198,9 @@ class Query:
     """Number of hops when the dataset says (MetaQA 1/2/3), else None."""
     qtype: str | None = None
     """Question type / relation-path label where the dataset has one."""
+    wording: str | None = None
+    """'seen' or 'new': whether a training question has the same words with its topic masked
+    (``evaluation.typed.mark_wording``, which ``eval`` groups results by); None: not known."""
 
 
 @dataclass

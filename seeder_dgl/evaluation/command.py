@@ -25,6 +25,7 @@ from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.validation import check_output_folder
 from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, with_relation_prior
 from seeder_dgl.paths import results_dir
+from seeder_dgl.evaluation import typed as _typed
 from seeder_dgl.evaluation.evaluate import (
     BASELINES,
     SEEDER,
@@ -243,6 +244,7 @@ def diagnose_method(method: PolicyRetriever, queries: Sequence[Query], query_emb
                       seeded=seeded)
     funnel.group("hops", [q.hops for q in queries])
     funnel.group("qtype", [q.qtype for q in queries])
+    funnel.group("wording", [q.wording for q in queries])
     return funnel
 
 
@@ -323,6 +325,8 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
         settings = with_relation_prior(settings, graph, ds.retrieval.relation_prior,
                                        required=any(n.startswith(SEEDER) for n in plan.names))
         _link_names(graph, settings, queries, query_emb, progress)
+        if split != "train" or qa_file:
+            _typed.mark_wording(graph, queries, _training_questions(dataset, source))
         info = graph.info
         policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit,
                                            info.bound_to(settings.relation_prior is not None))
@@ -352,6 +356,18 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     result.meta["seconds"] = round(time.perf_counter() - started, 2)
     _save_and_show(result, out_dir, per_query, sweep, console)
     return result
+
+
+def _training_questions(dataset: str, source: str | None) -> list[Query]:
+    """The dataset's training questions (none where it has no question set or no train split)."""
+    from seeder_dgl.datasets import get_spec
+
+    try:
+        spec = get_spec(dataset)
+        qa = spec.load_questions(source, None) if spec.load_questions is not None else None
+    except SeederError:
+        return []
+    return [q for q in qa.split("train") if q.answers] if qa is not None and "train" in qa.splits else []
 
 
 def _perturbations(perturb) -> list[str]:

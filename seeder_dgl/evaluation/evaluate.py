@@ -40,7 +40,7 @@ MethodLike = Callable[[int], Sequence] | GraphRetriever
 KS = (1, 5, 20)
 SEEDER = "seeder"
 ABLATION_PREFIX = "seeder-"
-BREAKDOWNS = ("hops", "qtype")
+BREAKDOWNS = ("hops", "qtype", "wording")
 """Query attributes results are grouped by (where at least one query has a value)."""
 
 

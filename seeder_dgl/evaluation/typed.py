@@ -8,6 +8,7 @@ again), and ``typed.md`` / ``typed.json`` put the two side by side, overall and 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Sequence
 
@@ -26,6 +27,29 @@ def topic_names(graph, queries: Sequence[Query]) -> list[list[str]]:
     ids = sorted({int(t) for q in queries for t in q.topic})
     names = dict(zip(ids, live.describe(ids)[1])) if ids else {}
     return [[names[int(t)] for t in q.topic if int(t) in names] for q in queries]
+
+
+def wording_key(text: str, names: Sequence[str]) -> str:
+    """A question's words with its topic's names masked, whatever its case and punctuation."""
+    from seeder_dgl.retrieval.linking import question_template
+
+    return " ".join(re.findall(r"\w+", question_template(text, names)))
+
+
+def mark_wording(graph, queries: Sequence[Query], train: Sequence[Query]) -> int:
+    """Set each of ``queries``' ``wording``: 'seen' where a training question has the same words with
+    its topic masked, else 'new' (questions worded otherwise than any training question: how the
+    policy and the relation prior read rewordings). Only where the dataset marks topics; returns
+    how many were marked."""
+    if not train or not any(q.topic for q in queries):
+        return 0
+    seen = {wording_key(q.text, n) for q, n in zip(train, topic_names(graph, train)) if n}
+    marked = 0
+    for q, n in zip(queries, topic_names(graph, queries)):
+        if n:
+            q.wording = "seen" if wording_key(q.text, n) in seen else "new"
+            marked += 1
+    return marked
 
 
 def typed_queries(queries: Sequence[Query], kind: str, names: Sequence[Sequence[str]], seed: int = 0) -> list[Query]:

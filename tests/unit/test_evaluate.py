@@ -340,3 +340,26 @@ def test_ablations_follow_the_profile_of_each_run(tmp_path):
     assert plan.checkpoints == {"seeder": runs / "deep-full" / "best.pt", "seeder-rerank": runs / "deep-rerank" / "best.pt"}
     with pytest.raises(SeederError, match="--profile mid"):
         plan_methods("toy", "seeder", None, runs_dir=runs, profile="mid")
+
+
+def test_questions_are_grouped_by_whether_a_training_question_has_their_wording():
+    """'seen': a training question has the same words once the topic is masked (whatever the case
+    and punctuation); 'new': none has; unmarked questions are left out of the breakdown."""
+    from types import SimpleNamespace
+
+    from seeder_dgl.evaluation.evaluate import score_rankings
+    from seeder_dgl.evaluation.typed import mark_wording
+
+    names = {1: "Tom Hanks", 2: "Cast Away", 3: "Heat"}
+    live = SimpleNamespace(describe=lambda ids: ([None] * len(ids), [names[i] for i in ids], [None] * len(ids)))
+    graph = SimpleNamespace(live=live)
+    train = [Query(1, "what films did Tom Hanks act in?", [2], topic=[1]),
+             Query(2, "who directed Cast Away", [1], topic=[2])]
+    queries = [Query(10, "What films did HEAT act in", [2], topic=[3]),      # seen: case and '?' aside
+               Query(11, "which movies star Tom Hanks?", [2], topic=[1]),    # new wording
+               Query(12, "who directed it", [1])]                            # no marked topic
+    assert mark_wording(graph, queries, train) == 2
+    assert [q.wording for q in queries] == ["seen", "new", None]
+    _, _, groups = score_rankings([np.array([2]), np.array([5]), np.array([1])], queries, [1.0, 1.0, 1.0])
+    assert {g: v["hit@1"] for g, v in groups["wording"].items()} == {"new": 0.0, "seen": 1.0}
+    assert mark_wording(graph, queries, []) == 0

@@ -207,6 +207,11 @@ def offline(monkeypatch, tmp_path):
         def check_ready(self):
             pass
 
+        def describe(self, ids):  # names for the wording breakdown, as LiveGraph.describe gives them
+            kg = state["kg"]
+            return ([kg.node_type_names[kg.node_type[i]] for i in ids], [kg.node_names[i] for i in ids],
+                    [kg.node_texts[i] for i in ids])
+
     def fake_export(driver, dataset, cache_dir=None, database=None, progress=True):
         kg = state["kg"]
         enc = HashEncoder()
