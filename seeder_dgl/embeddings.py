@@ -15,7 +15,6 @@ import os
 import re
 import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from loaders.kg import atomic_write
+from seeder_dgl.caching import BatchLRU
 from seeder_dgl.errors import SeederError
 from seeder_dgl.paths import project_root
 
@@ -184,8 +184,7 @@ class TextEncoder:
             self.identity += f"|max_seq_length={max_seq_length}"
         self._model: Any = None
         self._cache: _ShardCache | None = None
-        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._queries_lock = threading.Lock()
+        self._queries = BatchLRU(QUERY_CACHE_SIZE)
         if cache_dir is not False:
             root = Path(cache_dir) if cache_dir not in (None, True) else default_cache_dir()
             key = hashlib.sha1(self.identity.encode()).hexdigest()[:16]
@@ -296,8 +295,7 @@ class TextEncoder:
 
     def forget_queries(self) -> None:
         """Empty the question cache of ``encode_queries`` (benchmarks time a cold start with it)."""
-        with self._queries_lock:
-            self._queries.clear()
+        self._queries.clear()
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """Embed questions -> float32 [n, d] through a bounded in-memory LRU, never the disk cache.
@@ -311,24 +309,8 @@ class TextEncoder:
         texts = [str(t) for t in texts]
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        rows: dict[str, np.ndarray] = {}
-        with self._queries_lock:
-            for text in texts:
-                if text in self._queries:
-                    self._queries.move_to_end(text)
-                    rows[text] = self._queries[text]
-        missing = list(dict.fromkeys(t for t in texts if t not in rows))
-        if missing:
-            fresh = self._encode_model(missing, batch_size)
-            with self._queries_lock:
-                for text, vector in zip(missing, fresh):
-                    vector = vector.copy()  # its own row: an evicted question frees its memory
-                    vector.setflags(write=False)  # shared by every caller that asks the same question
-                    rows[text] = self._queries[text] = vector
-                    self._queries.move_to_end(text)
-                while len(self._queries) > QUERY_CACHE_SIZE:
-                    self._queries.popitem(last=False)
-        return np.stack([rows[t] for t in texts]).astype(np.float32, copy=False)
+        rows = self._queries.get_many(texts, lambda missing: self._encode_model(missing, batch_size))
+        return np.stack(rows).astype(np.float32, copy=False)
 
     def encode_query_tokens(self, texts: Sequence[str], batch_size: int = 64) -> tuple[np.ndarray, list[np.ndarray]]:
         """Questions -> (unit embeddings float32 [n, d], token embeddings float32 [T_i, d] each) from

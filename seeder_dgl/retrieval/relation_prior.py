@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
+from seeder_dgl.caching import BatchLRU
 from seeder_dgl.retrieval.linking import question_template
 from seeder_dgl.retrieval.memory import GraphArrays
 
@@ -208,8 +207,8 @@ class RelationPrior:
         default=None, compare=False, repr=False)
     """Texts -> (embeddings [n, d], token embeddings [T_i, d] each) from one pass of the dataset's
     encoder (``TextEncoder.encode_query_tokens``); needed for token priors."""
-    _features: OrderedDict = field(default_factory=OrderedDict, init=False, compare=False, repr=False)
-    _features_lock: threading.Lock = field(default_factory=threading.Lock, init=False, compare=False, repr=False)
+    _features: BatchLRU = field(default_factory=lambda: BatchLRU(FEATURE_CACHE_SIZE), init=False, compare=False,
+                                repr=False)
 
     def __post_init__(self):
         if self.input not in PRIOR_INPUTS:
@@ -249,26 +248,10 @@ class RelationPrior:
         templates = [str(t) for t in templates]
         if self.input == "question":
             raise RuntimeError("a question relation prior reads the question's embedding, not templates")
-        rows: dict[str, np.ndarray] = {}
-        with self._features_lock:
-            for t in templates:
-                if t in self._features:
-                    self._features.move_to_end(t)
-                    rows[t] = self._features[t]
-        missing = list(dict.fromkeys(t for t in templates if t not in rows))
-        if missing:
-            fresh = self._embed(missing)
-            with self._features_lock:
-                for t, row in zip(missing, fresh):
-                    row = row.copy()
-                    row.setflags(write=False)
-                    rows[t] = self._features[t] = row
-                    self._features.move_to_end(t)
-                while len(self._features) > FEATURE_CACHE_SIZE:
-                    self._features.popitem(last=False)
+        rows = self._features.get_many(templates, self._embed)
         if not templates:
             return np.zeros((0, 0))
-        return np.stack([rows[t] for t in templates])
+        return np.stack(rows)
 
     def _embed(self, templates: list[str]) -> np.ndarray:
         if self.input == "template":
