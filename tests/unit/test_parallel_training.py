@@ -194,7 +194,7 @@ import os, sys, time
 from pathlib import Path
 sys.path.insert(0, os.getcwd())
 import typer
-from seeder_dgl.cli import one_line_errors
+from seeder_dgl.cli import exit_after_interrupt, one_line_errors
 from seeder_dgl.training import parallel
 from seeder_dgl.training.trainer import train
 from tests.unit.test_trainer import synthetic_task, tiny_config
@@ -217,11 +217,13 @@ def train_cmd():  # named as the CLI's command, so the message is the one `train
     task = synthetic_task(num_train=160, num_val=40, seed=3)
     train(tiny_config(epochs=200, workers=2, batch_size=8), *task, Path(sys.argv[3]), progress=False)
 
-train_cmd.__wrapped__.__name__ = "train"
-try:
-    train_cmd()
-except typer.Exit as exc:
-    sys.exit(exc.exit_code)
+def run():  # as the console entry point runs a command
+    try:
+        train_cmd()
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+
+exit_after_interrupt(run)
 '''
 
 
