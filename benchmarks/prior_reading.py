@@ -13,8 +13,9 @@ the same training templates with the same loss, each with its default steps:
 - ``tokens`` (``fit_token_prior``, what ``extract`` fits): the same layer, plus per hop an
   attention over the template's token embeddings (the encoder's contextual ones) whose pooled
   vector goes through a ReLU layer of its own, so that each hop can read the words that name its
-  step ("the east of X's southern region": hop 1 'southern region', hop 2 'east'); each
-  relation's output weights partly read from its name's embedding.
+  step ("the east of X's southern region": hop 1 'southern region', hop 2 'east'), with a learned
+  bias on where a token stands relative to the masked topic; each relation's output weights partly
+  read from its name's embedding. ``tokens, no topic positions`` is the same fit without that bias.
 
 Writes benchmarks/results/prior-reading-<dataset>.{json,md}.
 """
@@ -72,6 +73,8 @@ def main() -> None:
                         help="training templates (a seeded sample; extract's prior reads up to 20,000)")
     parser.add_argument("--val", type=int, default=4000, help="validation templates at most")
     parser.add_argument("--hops", type=int, default=3)
+    parser.add_argument("--skip-template", action="store_true",
+                        help="leave out the sentence-embedding prior (its fit takes minutes on MLPQ)")
     args = parser.parse_args()
 
     from seeder_dgl.datasets import DatasetContext, get_spec
@@ -80,7 +83,7 @@ def main() -> None:
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
     from seeder_dgl.retrieval.memory import GraphArrays
-    from seeder_dgl.retrieval.relation_prior import fit_relation_prior, fit_token_prior
+    from seeder_dgl.retrieval.relation_prior import fit_relation_prior, fit_token_prior, topic_positions
 
     qa = get_spec(args.dataset).load_questions(None, None)
     with open_driver() as driver:
@@ -95,7 +98,8 @@ def main() -> None:
     start = time.perf_counter()
     train_t, train_y = labelled_templates(qa.split("train"), graph, names_of, len(relations), args.hops, args.train)
     val_t, val_y = labelled_templates(qa.split("val"), graph, names_of, len(relations), args.hops, args.val)
-    train_s, train_k = encoder.encode_query_tokens(train_t)
+    train_s, train_k, train_spans = encoder.encode_query_tokens(train_t)
+    positions = [topic_positions(t, s, len(k)) for t, k, s in zip(train_t, train_k, train_spans)]
     rows = {}
     # 'new': no training template has the same words (a rewording, or a new combination of steps)
     known = {" ".join(re.findall(r"\w+", t)) for t in train_t}
@@ -107,10 +111,16 @@ def main() -> None:
         rows[name] = (hop_accuracy(scores, val_y), seconds)
         rows[f"{name}, new wordings ({int(new.sum())})"] = (hop_accuracy(scores[new], val_y[new]), None)
 
-    t0 = time.perf_counter()
-    read(fit_relation_prior(train_s, train_y, relations, input="template").bind(encoder.encode_queries), "template", t0)
+    if not args.skip_template:
+        t0 = time.perf_counter()
+        read(fit_relation_prior(train_s, train_y, relations, input="template").bind(encoder.encode_queries),
+             "template", t0)
     t0 = time.perf_counter()
     read(fit_token_prior(train_s, train_k, train_y, relations,
+                         relation_emb=np.asarray(export.relation_emb)).bind_encoder(encoder),
+         "tokens, no topic positions", t0)
+    t0 = time.perf_counter()
+    read(fit_token_prior(train_s, train_k, train_y, relations, positions=positions,
                          relation_emb=np.asarray(export.relation_emb)).bind_encoder(encoder), "tokens (extract's)", t0)
     payload = {"machine": machine(), "dataset": args.dataset, "train_templates": len(train_t),
                "val_templates": len(val_t), "relations": len(relations),
@@ -121,7 +131,8 @@ def main() -> None:
                "seconds": round(time.perf_counter() - start, 1)}
     md = "\n".join([
         f"# How well the relation prior reads each hop ({args.dataset})", "",
-        f"Command: `python benchmarks/prior_reading.py --dataset {args.dataset} --train {args.train}`. "
+        f"Command: `python benchmarks/prior_reading.py --dataset {args.dataset} --train {args.train}"
+        f"{' --skip-template' if args.skip_template else ''}`. "
         f"{len(train_t)} training and {len(val_t)} validation templates (topic masked), "
         f"{len(relations)} relations; validation questions with a gold relation at hop 1/2/3: "
         f"{' / '.join(map(str, payload['questions_per_hop']))}. A hop's accuracy: the share of those questions "

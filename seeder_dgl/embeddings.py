@@ -312,20 +312,32 @@ class TextEncoder:
         rows = self._queries.get_many(texts, lambda missing: self._encode_model(missing, batch_size))
         return np.stack(rows).astype(np.float32, copy=False)
 
-    def encode_query_tokens(self, texts: Sequence[str], batch_size: int = 64) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Questions -> (unit embeddings float32 [n, d], token embeddings float32 [T_i, d] each) from
-        one pass of the model: what a token relation prior reads (``retrieval.relation_prior``).
-        Not cached: a prior reads each template once per question."""
+    def encode_query_tokens(self, texts: Sequence[str], batch_size: int = 64
+                            ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray | None]]:
+        """Questions -> (unit embeddings float32 [n, d], token embeddings float32 [T_i, d] each,
+        the tokens' character spans int64 [T_i, 2] each) from one pass of the model: what a token
+        relation prior reads (``retrieval.relation_prior``). Special tokens span (0, 0); a text's
+        spans are None where its tokenizer gives no offsets (a slow tokenizer) or tokenizes it
+        to another length. Not cached: a prior reads each template once per question."""
         texts = [str(t) for t in texts]
         if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32), []
+            return np.zeros((0, self.dimension), dtype=np.float32), [], []
         rows = self.model.encode(texts, batch_size=batch_size, show_progress_bar=False, output_value=None)
         sentences, tokens = [], []
         for row in rows:
             keep = np.asarray(row["attention_mask"].cpu()).astype(bool)
             tokens.append(np.asarray(row["token_embeddings"].float().cpu(), dtype=np.float32)[keep])
             sentences.append(np.asarray(row["sentence_embedding"].float().cpu(), dtype=np.float32))
-        return _unit(np.stack(sentences)), tokens
+        return _unit(np.stack(sentences)), tokens, self._token_spans(texts, [len(t) for t in tokens])
+
+    def _token_spans(self, texts: list[str], counts: list[int]) -> list[np.ndarray | None]:
+        tokenizer = getattr(self.model, "tokenizer", None)
+        try:
+            offsets = tokenizer(texts, truncation=True, max_length=self.model.max_seq_length,
+                                return_offsets_mapping=True)["offset_mapping"]
+        except (NotImplementedError, TypeError, ValueError, KeyError):  # no fast tokenizer, or none at all
+            return [None] * len(texts)
+        return [np.asarray(o, dtype=np.int64).reshape(-1, 2) if len(o) == n else None for o, n in zip(offsets, counts)]
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

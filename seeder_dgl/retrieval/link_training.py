@@ -50,6 +50,7 @@ from seeder_dgl.retrieval.relation_prior import (
     fit_token_prior,
     path_relations,
     seed_paths,
+    topic_positions,
 )
 
 PATH_CANDIDATES = 4
@@ -132,7 +133,7 @@ whichever setting was chosen (a prior of more hops serves a shallower expansion)
 
 
 def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], np.ndarray], *, hops: int,
-                encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray]]] | None = None,
+                encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray], list]] | None = None,
                 require_prior: bool = False, typed: bool = True, max_questions: int = 5000,
                 max_prior_questions: int = PRIOR_QUESTIONS, seed: int = 0, progress: bool = True) -> LinkingFit:
     """Fit the relation prior for ``hops`` hops and the linker on up to ``max_questions`` of the
@@ -295,7 +296,9 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
         prior = fit_relation_prior(encode(rows), np.stack(labels), relation_types, seed=seed, input="template")
     else:
         encode_tokens = _remembered(encode_tokens)  # the linker's features read the same templates again
-        prior = fit_token_prior(*encode_tokens(rows), np.stack(labels), relation_types, seed=seed,
+        sentences, tokens, spans = encode_tokens(rows)
+        positions = [topic_positions(row, span, len(t)) for row, t, span in zip(rows, tokens, spans)]
+        prior = fit_token_prior(sentences, tokens, np.stack(labels), relation_types, positions=positions, seed=seed,
                                 relation_emb=getattr(graph, "rel_emb", None))
     prior.stats.update({"sampled": len(labels_of), "templates": len(rows)})
     return prior.bind(encode, encode_tokens)
@@ -304,15 +307,15 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
 def _remembered(encode_tokens):
     """``encode_tokens`` encoding each distinct text once for the fit (a template prior's ``encode``
     has the encoder's disk cache)."""
-    seen: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    seen: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
 
     def encode(texts):
         texts = [str(t) for t in texts]
         missing = list(dict.fromkeys(t for t in texts if t not in seen))
         if missing:
-            sentences, tokens = encode_tokens(missing)
-            seen.update(zip(missing, zip(sentences, tokens)))
+            seen.update(zip(missing, zip(*encode_tokens(missing))))
         rows = [seen[t] for t in texts]
-        return np.stack([r[0] for r in rows]) if rows else np.zeros((0, 0), np.float32), [r[1] for r in rows]
+        return (np.stack([r[0] for r in rows]) if rows else np.zeros((0, 0), np.float32), [r[1] for r in rows],
+                [r[2] for r in rows])
 
     return encode

@@ -158,10 +158,13 @@ def test_load_precomputed(tmp_path):
 def test_real_minilm_gives_a_question_and_its_tokens_in_one_pass(minilm_cache):
     enc = TextEncoder(cache_dir=minilm_cache)
     texts = ["who is the successor of the parent of x", "what films did x act in"]
-    sentences, tokens = enc.encode_query_tokens(texts)
+    sentences, tokens, spans = enc.encode_query_tokens(texts)
     np.testing.assert_allclose(sentences, enc.encode_queries(texts), atol=1e-5)
     assert sentences.dtype == np.float32 and len(tokens) == 2
     # Word pieces plus [CLS] and [SEP], no padding: the shorter question has its own length.
     assert tokens[0].shape[1] == 384 and tokens[0].shape[0] >= 11 and tokens[1].shape[0] == 8
-    empty_s, empty_t = enc.encode_query_tokens([])
-    assert empty_s.shape == (0, 384) and empty_t == []
+    # Each token's characters in the text: 'x' is the 4th word piece of the second question.
+    assert spans[1].shape == (8, 2) and tuple(spans[1][0]) == (0, 0) and tuple(spans[1][4]) == (15, 16)
+    assert texts[1][slice(*spans[1][2])] == "films"
+    empty_s, empty_t, empty_spans = enc.encode_query_tokens([])
+    assert empty_s.shape == (0, 384) and empty_t == [] and empty_spans == []

@@ -3,6 +3,7 @@ front, in batches, and every subgraph is the one seeding and expanding each ques
 from __future__ import annotations
 
 import hashlib
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, prefetch_linking, seed_and_expand
 from seeder_dgl.retrieval.linking import EntityLinker
 from seeder_dgl.retrieval.memory import GraphArrays, unit_query
-from seeder_dgl.retrieval.relation_prior import RelationPrior
+from seeder_dgl.retrieval.relation_prior import TOPIC_BUCKETS, RelationPrior
 from tests.helpers.graphs import random_embeddings, random_kg
 
 N, DIM, R = 300, 16, 5
@@ -60,7 +61,8 @@ class TokenEncoder(Encoder):
     def __call__(self, texts):
         sentences = super().__call__(texts)
         word = Encoder()
-        return sentences, [word(t.split()) for t in texts]
+        return (sentences, [word(t.split()) for t in texts],
+                [np.asarray([m.span() for m in re.finditer(r"\S+", t)]).reshape(-1, 2) for t in texts])
 
 
 def _world(kind: str = "template"):
@@ -71,7 +73,8 @@ def _world(kind: str = "template"):
     if kind == "tokens":
         prior = RelationPrior(rng.normal(size=(2, R, 2 * DIM)), rng.normal(size=(2, R)), [f"r{i}" for i in range(R)],
                               {}, rng.normal(size=(DIM, DIM)), rng.normal(size=DIM), "tokens",
-                              rng.normal(size=(2, DIM)), rng.normal(size=(2, DIM, DIM)), rng.normal(size=(2, DIM)))
+                              rng.normal(size=(2, DIM)), rng.normal(size=(2, DIM, DIM)), rng.normal(size=(2, DIM)),
+                              topic_bias=rng.normal(size=(2, TOPIC_BUCKETS)))
     else:
         prior = RelationPrior(rng.normal(size=(2, R, DIM)), rng.normal(size=(2, R)), [f"r{i}" for i in range(R)], {},
                               input="template")

@@ -1,13 +1,16 @@
 """The learned relation prior: path labels, the regression, its storage form and its use in K-hop."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from seeder_dgl.graphstore.backend import RetrievalSettings, with_relation_prior
 from seeder_dgl.retrieval.memory import GraphArrays, khop_select
-from seeder_dgl.retrieval.relation_prior import (RelationPrior, bfs_distances, fit_relation_prior,
-                                                 fit_token_prior, path_relations)
+from seeder_dgl.retrieval.relation_prior import (NO_TOPIC, TOPIC_BUCKETS, RelationPrior, bfs_distances,
+                                                 fit_relation_prior, fit_token_prior, path_relations,
+                                                 topic_positions)
 
 DIRECTED, IN_YEAR, ACTED = 0, 1, 2
 
@@ -332,7 +335,8 @@ class _TokenEncoder:
         self.seen.extend(texts)
         sentences = np.stack([np.random.default_rng(int.from_bytes(hashlib.sha1(t.encode()).digest()[:4], "little"))
                               .normal(size=self.dim) for t in texts])
-        return sentences, [np.stack([self.word(w) for w in t.split()]) for t in texts]
+        return (sentences, [np.stack([self.word(w) for w in t.split()]) for t in texts],
+                [np.asarray([m.span() for m in re.finditer(r"\S+", t)]).reshape(-1, 2) for t in texts])
 
 
 def _hop_templates(count: int, seed: int):
@@ -352,7 +356,7 @@ def test_a_token_prior_reads_each_hop_from_its_own_word():
     encode = _TokenEncoder()
     texts, labels = _hop_templates(400, seed=1)
     relations = [f"r{i}" for i in range(6)]
-    sentences, tokens = encode(texts)
+    sentences, tokens, _ = encode(texts)
     prior = fit_token_prior(sentences, tokens, labels, relations, hidden=8, token_hidden=8, steps=400, batch_size=64)
     again = fit_token_prior(sentences, tokens, labels, relations, hidden=8, token_hidden=8, steps=400, batch_size=64)
     np.testing.assert_array_equal(prior.token_query, again.token_query)  # deterministic given the seed
@@ -405,7 +409,7 @@ def test_relation_names_share_what_the_prior_learns_and_fold_into_its_weights():
     texts, labels = _hop_templates(300, seed=5)
     words = [f"a{i}" for i in range(3)] + [f"b{j}" for j in range(3)]
     names = np.stack([encode.word(w) for w in words])
-    sentences, tokens = encode(texts)
+    sentences, tokens, _ = encode(texts)
     kw = dict(hidden=8, token_hidden=8, steps=300, batch_size=64)
     named = fit_token_prior(sentences, tokens, labels, words, relation_emb=names, **kw).bind(None, encode)
     plain = fit_token_prior(sentences, tokens, labels, words, **kw)
@@ -417,3 +421,68 @@ def test_relation_names_share_what_the_prior_learns_and_fold_into_its_weights():
         assert s[0].argmax() == i and s[1].argmax() == 3 + j
     with pytest.raises(ValueError, match="relation embeddings"):
         fit_token_prior(sentences, tokens, labels, words, relation_emb=names[:5], **kw)
+
+
+def test_topic_positions_bucket_each_token_by_its_signed_distance_to_the_masked_name():
+    text = "who is the successor of the parent of x?"
+    spans = np.asarray([(0, 0)] + [m.span() for m in re.finditer(r"\w+|\?", text)] + [(0, 0)])
+    got = topic_positions(text, spans, len(spans))
+    centre = (TOPIC_BUCKETS - 2) // 2
+    # [CLS] who is the successor of the parent of x ? [SEP]: 'x' is the centre, 'of' one before it,
+    # '?' one after, 'successor' 5 before (the 4-5 bucket), [CLS] 9 before (9-12).
+    assert got[9] == centre and got[8] == centre - 1 and got[10] == centre + 1 and got[11] == centre + 2
+    assert got[4] == centre - 4 and got[0] == centre - 6
+    assert got.min() >= 0 and got.max() < NO_TOPIC
+    assert (topic_positions(text, None, 12) == NO_TOPIC).all()  # a tokenizer without offsets
+    assert (topic_positions(text, spans[:5], 12) == NO_TOPIC).all()  # spans of another tokenization
+    assert (topic_positions("who is the successor of bob", spans[:7], 7) == NO_TOPIC).all()  # nothing masked
+    two = topic_positions("x or x", np.asarray([(0, 1), (2, 4), (5, 6)]), 3)
+    assert list(two) == [centre, centre + 1, centre]  # the nearest of several masks
+
+
+def _ordered_templates(count: int, seed: int, leads: tuple[str, ...]):
+    """'<lead> the w<j> of the w<i> of x': one vocabulary for both steps, hop 1 is the word next to
+    the topic (relation i), hop 2 the one further out (relation 3 + j); only where a word stands
+    says which step it names."""
+    rng = np.random.default_rng(seed)
+    texts, labels = [], np.zeros((count, 2, 6), dtype=bool)
+    for n in range(count):
+        i, j = rng.integers(0, 3, size=2)
+        lead = leads[rng.integers(0, len(leads))]
+        texts.append(" ".join(f"{lead} the w{j} of the w{i} of x".split()))
+        labels[n, 0, i], labels[n, 1, 3 + j] = True, True
+    return texts, labels
+
+
+def test_the_topic_bias_reads_which_step_a_word_names_from_where_it_stands():
+    encode = _TokenEncoder(seed=7)
+    texts, labels = _ordered_templates(400, seed=8, leads=("what is", "tell me", ""))
+    sentences, tokens, spans = encode(texts)
+    positions = [topic_positions(t, s, len(k)) for t, k, s in zip(texts, tokens, spans)]
+    relations = [f"r{i}" for i in range(6)]
+    kw = dict(hidden=8, token_hidden=8, steps=400, batch_size=64)
+    placed = fit_token_prior(sentences, tokens, labels, relations, positions=positions, **kw).bind(None, encode)
+    plain = fit_token_prior(sentences, tokens, labels, relations, **kw).bind(None, encode)
+    assert placed.topic_bias.shape == (2, TOPIC_BUCKETS) and plain.topic_bias is None
+    # Worded unlike any training template: their sentence vectors (noise here) were never seen.
+    held_out, truth = _ordered_templates(200, seed=9, leads=("which is", "show me"))
+    swapped = truth[:, 0].argmax(1) != truth[:, 1].argmax(1) - 3
+
+    def accuracy(prior):
+        scores = np.stack([prior.scores(f) for f in prior.features(held_out)])
+        return [(scores[swapped, h].argmax(1) == truth[swapped, h].argmax(1)).mean() for h in range(2)]
+
+    assert min(accuracy(placed)) > 0.95
+    assert min(accuracy(plain)) < 0.8  # the same words at both steps: content alone cannot tell them apart
+
+    # Stored and read back it scores the same; the bias is part of the fingerprint.
+    back = RelationPrior.from_json(placed.to_json()).bind(None, encode)
+    np.testing.assert_allclose(back.features(held_out[:5]), placed.features(held_out[:5]), atol=1e-12)
+    assert back.fingerprint == placed.fingerprint
+    from dataclasses import replace
+
+    assert replace(placed, topic_bias=placed.topic_bias + 1e-3).fingerprint != placed.fingerprint
+    with pytest.raises(ValueError, match="topic bias"):
+        replace(placed, topic_bias=placed.topic_bias[:, :3])
+    with pytest.raises(ValueError, match="topic positions"):
+        fit_token_prior(sentences, tokens, labels, relations, positions=[p[:-1] for p in positions], **kw)
