@@ -11,4 +11,5 @@ WITH m
 OPTIONAL MATCH (l:SeederLease {name: $name})
 WHERE l.until >= datetime()
 RETURN m.relation_names AS relation_names, m.relation_types AS relation_types,
-       m.relation_embeddings AS relation_embeddings, l.command AS busy_with
+       m.relation_embeddings AS relation_embeddings, m.node_type_names AS node_type_names,
+       m.node_labels AS node_labels, l.command AS busy_with

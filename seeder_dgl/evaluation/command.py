@@ -25,7 +25,7 @@ from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.validation import check_output_folder
 from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, with_relation_prior
 from seeder_dgl.paths import results_dir
-from seeder_dgl.evaluation import typed as _typed
+from seeder_dgl.evaluation import typed
 from seeder_dgl.evaluation.evaluate import (
     BASELINES,
     SEEDER,
@@ -326,7 +326,7 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
                                        required=any(n.startswith(SEEDER) for n in plan.names))
         _link_names(graph, settings, queries, query_emb, progress)
         if split != "train" or qa_file:
-            _typed.mark_wording(graph, queries, _training_questions(dataset, source))
+            typed.mark_wording(graph, queries, _training_questions(dataset, source))
         info = graph.info
         policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit,
                                            info.bound_to(settings.relation_prior is not None))
@@ -388,7 +388,6 @@ def _add_typed(result: EvalResult, kinds: list[str], graph: MemoryGraph, chosen:
     """Every method again on the questions typed as each of ``kinds``; the table beside the written
     ones in ``typed.{json,md}`` and in ``result.meta['typed']``."""
     from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.evaluation import typed
     from seeder_dgl.fileio import atomic_write_json, atomic_write_text
 
     encoder = dataset_encoder(graph.info.model)

@@ -16,23 +16,15 @@ import numpy as np
 
 from loaders.kg import Query
 from loaders.perturb import perturb_all
+from seeder_dgl.retrieval.link_training import topic_names
+from seeder_dgl.retrieval.linking import question_template
 
 AS_WRITTEN = "as written"
 COLUMNS = ("hit@1", "hit@5", "recall@20", "mrr")
 
 
-def topic_names(graph, queries: Sequence[Query]) -> list[list[str]]:
-    """The names of each question's topic entities, read from the live graph (empty where unmarked)."""
-    live = getattr(graph, "live", None) or graph
-    ids = sorted({int(t) for q in queries for t in q.topic})
-    names = dict(zip(ids, live.describe(ids)[1])) if ids else {}
-    return [[names[int(t)] for t in q.topic if int(t) in names] for q in queries]
-
-
 def wording_key(text: str, names: Sequence[str]) -> str:
     """A question's words with its topic's names masked, whatever its case and punctuation."""
-    from seeder_dgl.retrieval.linking import question_template
-
     return " ".join(re.findall(r"\w+", question_template(text, names)))
 
 

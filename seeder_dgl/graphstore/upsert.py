@@ -18,7 +18,7 @@ from neo4j import Driver
 from neo4j.exceptions import DriverError, Neo4jError
 
 from loaders.files import node_key
-from loaders.kg import DataError, to_identifier
+from loaders.kg import DataError, to_identifier, unique_identifiers
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet
@@ -214,19 +214,24 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
         encode_relations([r for r in new_relations if r not in relation_vectors])  # only if the record shrank
         if new_relations:
             relation_names += new_relations
-            relation_types += [to_identifier(r).upper() for r in new_relations]
+            # numbered where a new name cleans to a type the dataset has ('directed by', 'directed_by')
+            relation_types = unique_identifiers(relation_types + [to_identifier(r).upper() for r in new_relations])
             relation_emb = np.concatenate([relation_emb, np.stack([relation_vectors[r] for r in new_relations])])
         added[:] = new_relations  # a retried transaction reports what its last attempt added
         type_of = {**dict(zip(relation_names, relation_types)), **{t: t for t in relation_types}}
 
+        # Node types keep the labels ingest gave them (two names that clean to one label are
+        # numbered there); a new type gets a label no other type of the dataset has.
+        type_names, labels = list(current["node_type_names"] or []), list(current["node_labels"] or [])
+        label_of = dict(zip(type_names, labels)) if len(type_names) == len(labels) else {}
+        for type_name in dict.fromkeys(n.type for n in nodes):
+            if type_name not in label_of:
+                label_of[type_name] = unique_identifiers(list(label_of.values()) + [to_identifier(type_name)])[-1]
+
+        def label(type_name: str) -> str:
+            return label_of.get(type_name) or to_identifier(type_name)
+
         ids = _Ids(tx, graph.label, dataset, nodes, edges)
-        missing = ids.missing(edges)
-        if missing and ids.keyed:
-            raise UpsertError(f"edges refer to node ids {missing[:10]} that are not in {dataset!r}: "
-                              "add those nodes in the same upsert")
-        by_relation = defaultdict(list)
-        for e in edges:
-            by_relation[type_of[e.relation]].append([ids(e.source), ids(e.target)])
         stored = tx.run(query("upsert/node_types", dataset=graph.label),
                         quiet({"ids": [ids(n.id) for n in nodes]})).single()
         old_type = dict(zip(stored["ids"], stored["types"]))
@@ -235,25 +240,35 @@ def upsert(driver: Driver, dataset: str, nodes: list[NodeRow], edges: list[EdgeR
         for n, sketch in zip(nodes, sketches):
             node_id = ids(n.id)
             before = old_type.get(node_id)
-            if before is not None and to_identifier(str(before)) != to_identifier(n.type):
-                relabel[to_identifier(str(before))].append(node_id)
+            if before is not None and label(str(before)) != label(n.type):
+                relabel[label(str(before))].append(node_id)
             by_type[n.type].append({"id": node_id, "key": ids.key(n.id), "name": n.name, "text": n.text,
                                     "embedding": n.embedding, **sketch})
         for old_label, changed in relabel.items():
             tx.run(query("upsert/remove_type", dataset=graph.label, node_type=old_label), quiet({"ids": changed})).consume()
         for type_name, rows in by_type.items():
-            tx.run(query("upsert/node", dataset=graph.label, node_type=to_identifier(type_name)),
+            tx.run(query("upsert/node", dataset=graph.label, node_type=label(type_name)),
                    quiet({"rows": rows, "type_name": type_name})).consume()
-        node_ids = sorted({ids(i) for e in edges for i in (e.source, e.target)})
-        missing = tx.run(query("upsert/missing_ids", dataset=graph.label), quiet({"ids": node_ids})).single()["missing"]
+        # Edges may only join nodes the dataset holds once this upsert's nodes are written. A keyed
+        # dataset knows that from resolving the user's ids; any other asks the graph.
+        if ids.keyed:
+            missing = ids.missing(edges)
+        else:
+            node_ids = sorted({ids(i) for e in edges for i in (e.source, e.target)})
+            missing = tx.run(query("upsert/missing_ids", dataset=graph.label),
+                             quiet({"ids": node_ids})).single()["missing"]
         if missing:
             raise UpsertError(f"edges refer to node ids {missing[:10]} that are not in {dataset!r}: "
                               "add those nodes in the same upsert")
+        by_relation = defaultdict(list)
+        for e in edges:
+            by_relation[type_of[e.relation]].append([ids(e.source), ids(e.target)])
         for rel_type, rows in by_relation.items():
             tx.run(query("upsert/relationship", dataset=graph.label, rel_type=rel_type), quiet({"rows": rows})).consume()
         return tx.run(query("upsert/record", dataset=graph.label), quiet({
             "name": dataset, "relation_names": relation_names, "relation_types": relation_types,
-            "relation_embeddings": relation_emb.reshape(-1).astype(float).tolist()})).single().data()
+            "relation_embeddings": relation_emb.reshape(-1).astype(float).tolist(),
+            "node_type_names": list(label_of), "node_labels": list(label_of.values())})).single().data()
 
     try:
         with driver.session(database=database) as session:

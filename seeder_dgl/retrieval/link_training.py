@@ -230,6 +230,18 @@ def _read_hits(graph, variants: list[_Variant], encode, what: str, progress: boo
             bars.advance(task)
 
 
+def topic_names(graph, queries: Sequence[Query], chunk: int = 2000) -> list[list[str]]:
+    """The names of each question's marked topic entities, read from the live graph (``graph.live``
+    or the graph itself) ``chunk`` ids per query; empty for a question without one."""
+    live = getattr(graph, "live", None) or graph
+    ids = sorted({int(t) for q in queries for t in q.topic})
+    names: dict[int, str] = {}
+    for lo in range(0, len(ids), chunk):
+        part = ids[lo:lo + chunk]
+        names.update(zip(part, live.describe(part)[1]))
+    return [[names[int(t)] for t in q.topic] for q in queries]
+
+
 def _marked_rows(graph, queries: Sequence[Query], limit: int, typed: bool, seed: int) -> list[tuple[Query, str]]:
     """(question, template) for up to ``limit`` of ``queries`` (a seeded sample) whose topic the dataset
     marks, beyond the linker's sample: the template masks the topic's name, which needs no name
@@ -242,14 +254,9 @@ def _marked_rows(graph, queries: Sequence[Query], limit: int, typed: bool, seed:
     if len(queries) > limit:
         pick = np.sort(np.random.default_rng(seed + 1).choice(len(queries), size=limit, replace=False))
         queries = [queries[i] for i in pick]
-    topics = sorted({int(t) for q in queries for t in q.topic})
-    names = {}
-    for lo in range(0, len(topics), 2000):
-        chunk = topics[lo:lo + 2000]
-        names.update(zip(chunk, live.describe(chunk)[1]))
     rows = []
-    for q in queries:
-        template = question_template(q.text, [names[int(t)] for t in q.topic])
+    for q, names in zip(queries, topic_names(live, queries)):
+        template = question_template(q.text, names)
         if not re.search(rf"(?<!\w){PLACEHOLDER.casefold()}(?!\w)", template):
             continue  # the question does not spell its topic's name: no template to read
         rows.append((q, template))

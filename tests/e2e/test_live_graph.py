@@ -250,6 +250,37 @@ def test_upsert_changes_a_type_cleanly_and_refuses_ids_a_dataset_cannot_have(neo
     assert LiveGraph(neo4j_driver, dataset_label).info.num_nodes == kg.num_nodes
 
 
+def test_upsert_labels_a_type_as_ingest_did_and_a_new_type_apart_from_the_others(neo4j_driver, dataset_label):
+    """'a place' and 'a_place' clean to one label, so ingest numbers the second (a_place_2): an upsert
+    of an 'a_place' node uses that label, a new type that cleans to it gets one of its own, and so
+    does a new relation name that cleans to a relation type the dataset has."""
+    from loaders.files import graph_from_rows
+
+    kg = graph_from_rows([{"id": "p", "name": "p", "type": "a place"}, {"id": "q", "name": "q", "type": "a_place"}],
+                         [{"source": "p", "relation": "near by", "target": "q"}], dataset_label, "nodes", "edges").kg
+    writer = GraphWriter(neo4j_driver, dataset_label)
+    writer.ingest(kg, random_embeddings(2, seed=1), random_embeddings(1, seed=2), "test-model", progress=False)
+    encode = lambda texts: random_embeddings(len(texts), seed=3)  # noqa: E731
+    try:
+        q = kg.node_keys.index("q")
+        assert _labels(neo4j_driver, dataset_label, q)[0] == {"a_place_2"}
+        upsert(neo4j_driver, dataset_label, [NodeRow("r", "r", "a_place", "r"), NodeRow("s", "s", "a-place", "s"),
+                                             NodeRow("p", "p", "a_place", "p")],
+               [EdgeRow("r", "s", "near-by")], encode)
+        graph = LiveGraph(neo4j_driver, dataset_label)
+        r, s = graph.info.num_nodes - 2, graph.info.num_nodes - 1
+        assert _labels(neo4j_driver, dataset_label, r)[0] == {"a_place_2"}
+        assert _labels(neo4j_driver, dataset_label, s)[0] == {"a_place_3"}
+        assert _labels(neo4j_driver, dataset_label, kg.node_keys.index("p"))[0] == {"a_place_2"}  # moved cleanly
+        assert graph.info.relation_types == ["NEAR_BY", "NEAR_BY_2"]
+        assert {(h, t) for h, _, t in graph.triples([r, s])} == {("r", "s")}
+        # A second upsert reads the labels the first one gave.
+        upsert(neo4j_driver, dataset_label, [NodeRow("t", "t", "a-place", "t")], [], encode)
+        assert _labels(neo4j_driver, dataset_label, graph.info.num_nodes)[0] == {"a_place_3"}
+    finally:
+        writer.drop()
+
+
 def test_concurrent_upserts_keep_each_others_new_relation_types(neo4j_driver, dataset_label, small_graph):
     """Two upserts that each bring a relation type the dataset has not seen, at the same moment:
     the record must list both (each extends the vocabulary under a lock on the record)."""

@@ -190,7 +190,7 @@ def test_a_short_training_run_with_dgl_ops_matches_the_torch_ops(task, tmp_path)
 
 
 _CTRL_C_SCRIPT = r'''
-import os, sys, time
+import os, sys
 from pathlib import Path
 sys.path.insert(0, os.getcwd())
 import typer
