@@ -21,7 +21,7 @@ import numpy as np
 from loaders.kg import is_identifier
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.validation import check_budgets, check_k, check_question, check_seeds
-from seeder_dgl.graphstore.backend import RetrievalSettings, with_relation_prior
+from seeder_dgl.retrieval.pipeline import RetrievalSettings, with_relation_prior
 
 METHODS = ("seeder", "dense", "khop", "ppr")
 
@@ -137,7 +137,7 @@ class Retriever:
                  encoder=None, exact_seeds: bool | None = None, profile: str | None = None,
                  seeding: str | None = None, database: str | None = None):
         from seeder_dgl.datasets import DatasetContext
-        from seeder_dgl.graphstore.seeding import check_mode
+        from seeder_dgl.retrieval.seeding import check_mode
         from seeder_dgl.graphstore.connection import open_driver
         from seeder_dgl.graphstore.live import LiveGraph
 

@@ -541,9 +541,9 @@ def drop(
 def _linking(driver, graph, ds, qa, encoder, settings, refit: bool):
     """``settings`` with the dataset's entity linker and relation prior, fitted on its training
     questions when it has none (or ``refit``)."""
-    from seeder_dgl.graphstore.backend import MemoryGraph, with_relation_prior
+    from seeder_dgl.retrieval.pipeline import MemoryGraph, with_relation_prior
     from seeder_dgl.graphstore.export import export_graph
-    from seeder_dgl.subgraph.extract import ensure_linking
+    from seeder_dgl.retrieval.extract import ensure_linking
 
     wanted = ds.retrieval.relation_prior
     if "train" not in qa.splits:
@@ -595,9 +595,9 @@ def extract(
     from seeder_dgl.datasets import TUNED, DatasetContext, get_spec
     from seeder_dgl.graphstore.connection import open_driver
     from seeder_dgl.graphstore.live import LiveGraph
-    from seeder_dgl.graphstore.seeding import check_mode
-    from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
-    from seeder_dgl.subgraph.extract import extract_split, typed_queries
+    from seeder_dgl.retrieval.seeding import check_mode
+    from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings
+    from seeder_dgl.retrieval.extract import extract_split, typed_queries
     from seeder_dgl.validation import check_seeds
 
     if engine not in ("cypher", "memory"):

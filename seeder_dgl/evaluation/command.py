@@ -23,7 +23,7 @@ from loaders.kg import QASet, Query
 from seeder_dgl.datasets import DatasetContext, profile_flag, profile_prefix
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.validation import check_output_folder
-from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, with_relation_prior
+from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings, with_relation_prior
 from seeder_dgl.paths import results_dir
 from seeder_dgl.evaluation import typed
 from seeder_dgl.evaluation.evaluate import (

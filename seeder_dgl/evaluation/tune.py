@@ -16,18 +16,9 @@ from dataclasses import replace
 
 from loaders.kg import Query
 from seeder_dgl.errors import SeederError
-from seeder_dgl.evaluation.coverage import CoverageSetting, coverage
+from seeder_dgl.evaluation.command import sample_indices
+from seeder_dgl.evaluation.coverage import CANDIDATES, CoverageSetting, coverage
 
-# Cheapest first: the paper's B = 150 over two hops for each seeding mode, then three hops in
-# B = 500 (the budgets that won on MetaQA's validation split for 3-hop questions).
-CANDIDATES = (
-    CoverageSetting("dense", 3, (50, 97)),
-    CoverageSetting("fulltext", 1, (50, 99)),
-    CoverageSetting("hybrid", 3, (50, 97)),
-    CoverageSetting("dense", 3, (15, 110, 372)),
-    CoverageSetting("fulltext", 1, (15, 110, 374)),
-    CoverageSetting("hybrid", 3, (15, 110, 372)),
-)
 MIN_PRIOR_QUESTIONS = 100
 """Training questions with an answer needed before a relation prior is fitted and tried."""
 TOLERANCE = 0.01
@@ -48,7 +39,6 @@ def tuning_questions(qa, seed: int = 0) -> tuple[list[Query], str]:
     if not val:
         raise SeederError(f"{qa.name} has no validation or training question with an answer in the graph: "
                           "check that the answers name nodes of this graph")
-    from seeder_dgl.evaluation.command import sample_indices
 
     return [val[i] for i in sample_indices(len(val), MAX_QUESTIONS, seed)], used
 
@@ -82,7 +72,7 @@ def _fit_linking(driver, graph, qa, console):
     """The entity linker and relation prior fitted on the training questions (``extract`` would fit
     the same; they are stored with the dataset), or (None, None) with too few training questions."""
     from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.subgraph.extract import ensure_linking
+    from seeder_dgl.retrieval.extract import ensure_linking
 
     train = [q for q in qa.split("train") if q.answers] if "train" in qa.splits else []
     if len(train) < MIN_PRIOR_QUESTIONS:
@@ -117,7 +107,7 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
     from seeder_dgl.graphstore import lease
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.live import LiveGraph
-    from seeder_dgl.graphstore.backend import MemoryGraph
+    from seeder_dgl.retrieval.pipeline import MemoryGraph
 
     console = console or Console()
     spec = get_spec(dataset)

@@ -19,8 +19,8 @@ from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation import plots, report
 from seeder_dgl.evaluation.evaluate import build_baselines, evaluate
-from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
-from seeder_dgl.evaluation.metrics import batch_metrics
+from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings
+from seeder_dgl.metrics import batch_metrics
 from seeder_dgl.retrieval.baselines import KHopRetriever
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk
 from tests.helpers.graphs import random_embeddings, random_kg

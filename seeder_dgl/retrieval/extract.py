@@ -1,6 +1,6 @@
 """`seeder-dgl extract`: K-hop-with-filtering subgraphs of a question split.
 
-Each query is seeded and expanded by ``graphstore.backend.seed_and_expand`` (the pipeline
+Each query is seeded and expanded by ``retrieval.pipeline.seed_and_expand`` (the pipeline
 ``query`` serves), over the live graph or its in-memory export, labelled with its gold answers,
 and written to the split's shard cache. A killed run resumes at the first shard
 that is not on disk; a run with other settings refuses to mix with the cache it finds.
@@ -17,7 +17,7 @@ from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore import lease
 from seeder_dgl.graphstore.connection import default_database
-from seeder_dgl.graphstore.backend import GraphBackend, RetrievalSettings, prefetch_linking, seed_and_expand
+from seeder_dgl.retrieval.pipeline import GraphBackend, RetrievalSettings, prefetch_linking, seed_and_expand
 from seeder_dgl.subgraph import cache
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -118,7 +118,7 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
     """
     from dataclasses import replace
 
-    from seeder_dgl.graphstore.backend import stored_linker, stored_relation_prior
+    from seeder_dgl.retrieval.pipeline import stored_linker, stored_relation_prior
     from seeder_dgl.retrieval.link_training import FIT_HOPS, fit_linking
     from seeder_dgl.retrieval.linking import EntityLinker
     from seeder_dgl.retrieval.relation_prior import RelationPrior
