@@ -14,13 +14,22 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from seeder_dgl.datasets import model_label
 from seeder_dgl.model.ops import select_ops
 from seeder_dgl.model.policy import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
-from seeder_dgl.training.checkpoint import (RELATION_TEXT_KEY, CheckpointError, Preprocessing, one_line,
-                                            build_policy, config_from_dict, read_checkpoint)
+from seeder_dgl.training.checkpoint import (
+    RELATION_TEXT_KEY,
+    CheckpointError,
+    Preprocessing,
+    build_policy,
+    config_from_dict,
+    one_line,
+    read_checkpoint,
+)
 from seeder_dgl.training.config import TrainConfig
 from seeder_dgl.training.ranking import rank_subgraphs
+
 
 @dataclass
 class LoadedPolicy:
@@ -101,8 +110,6 @@ class LoadedPolicy:
 
 
 def _same_model(a: str | None, b: str | None) -> bool:
-    from seeder_dgl.datasets import model_label
-
     return model_label(a) == model_label(b)
 
 

@@ -13,8 +13,14 @@ import numpy as np
 from rich.progress import Progress
 
 from loaders.kg import Query
+from seeder_dgl.datasets import cache_root, get_spec
+from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.evaluation.command import default_results_dir
-from seeder_dgl.retrieval.pipeline import RetrievalSettings, seed_and_expand
+from seeder_dgl.graphstore.connection import open_driver
+from seeder_dgl.graphstore.export import export_graph
+from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.reporting import write_result
+from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings, seed_and_expand, stored_linker
 
 
 @dataclass(frozen=True)
@@ -105,13 +111,6 @@ def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, sett
     from rich.console import Console
     from rich.table import Table
 
-    from seeder_dgl.datasets import cache_root, get_spec
-    from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore.export import export_graph
-    from seeder_dgl.graphstore.live import LiveGraph
-    from seeder_dgl.reporting import write_result
-    from seeder_dgl.retrieval.pipeline import MemoryGraph, stored_linker
 
     spec = get_spec(dataset)
     qa = spec.load_questions(source, None)

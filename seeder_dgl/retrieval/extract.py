@@ -14,10 +14,21 @@ import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from loaders.kg import Query
+from loaders.perturb import typed_variant
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore import lease
 from seeder_dgl.graphstore.connection import default_database
-from seeder_dgl.retrieval.pipeline import GraphBackend, RetrievalSettings, prefetch_linking, seed_and_expand
+from seeder_dgl.retrieval.link_training import FIT_HOPS, fit_linking
+from seeder_dgl.retrieval.linking import EntityLinker
+from seeder_dgl.retrieval.pipeline import (
+    GraphBackend,
+    RetrievalSettings,
+    prefetch_linking,
+    seed_and_expand,
+    stored_linker,
+    stored_relation_prior,
+)
+from seeder_dgl.retrieval.relation_prior import RelationPrior
 from seeder_dgl.subgraph import cache
 from seeder_dgl.subgraph.record import QuerySubgraph
 
@@ -36,7 +47,6 @@ def typed_queries(graph, queries: list[Query], share: float, seed: int = 0) -> l
     the same questions are typed the same way in every run."""
     from dataclasses import replace
 
-    from loaders.perturb import typed_variant
 
     live = getattr(graph, "live", None) or graph
     topics = sorted({int(t) for q in queries for t in q.topic})
@@ -118,10 +128,6 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
     """
     from dataclasses import replace
 
-    from seeder_dgl.retrieval.pipeline import stored_linker, stored_relation_prior
-    from seeder_dgl.retrieval.link_training import FIT_HOPS, fit_linking
-    from seeder_dgl.retrieval.linking import EntityLinker
-    from seeder_dgl.retrieval.relation_prior import RelationPrior
 
     prior = None if refit else stored_relation_prior(graph)
     linker = None if refit else stored_linker(graph, prior)  # one prior object: one template cache

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from seeder_dgl.graphstore.sketch import query_sketch
 from seeder_dgl.retrieval.memory import (
     GraphArrays,
     QueryScorer,
@@ -164,8 +165,6 @@ def live_best_neighbours(live: "LiveGraph", embedding: np.ndarray, frontier: See
                          limit: int, node_weight: float = 1.0, relation_weight: float = 0.0) -> Neighbours:
     """``memory_best_neighbours`` on the live graph: one K-hop hop (``LiveGraph.hop_neighbours``, partitioned
     by node id and exact), wide hops split into ``WIDE_PARTITIONS`` queries."""
-    from seeder_dgl.graphstore.sketch import query_sketch
-
     if not frontier or limit <= 0:
         return _empty_neighbours()
     if node_weight <= 0:

@@ -20,13 +20,14 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
-from seeder_dgl.retrieval.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
-from seeder_dgl.retrieval.seeding import seed_linked
-from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, induced_edges, khop_select
 from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
 from seeder_dgl.retrieval.linking import EntityLinker, mention_table
+from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, induced_edges, khop_select
+from seeder_dgl.retrieval.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
 from seeder_dgl.retrieval.relation_prior import RelationPrior
+from seeder_dgl.retrieval.seeding import seed_linked
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 Seeds = list[tuple[int, float]]
@@ -123,8 +124,6 @@ def stored_relation_prior(graph) -> RelationPrior | None:
     if prior is None:
         return None
     if prior.reads_templates:
-        from seeder_dgl.embeddings import dataset_encoder
-
         prior = prior.bind_encoder(dataset_encoder(info.model))
     return prior.aligned(info.relation_types)
 

@@ -225,9 +225,14 @@ def offline(monkeypatch, tmp_path):
             raise RuntimeError("checkpoint from another model")
         return FakePolicy(path)
 
-    monkeypatch.setattr(connection, "open_driver", lambda *a, **k: contextlib.nullcontext(object()))
-    monkeypatch.setattr(live, "LiveGraph", FakeLive)
-    monkeypatch.setattr(export, "export_graph", fake_export)
+    from seeder_dgl.evaluation import command
+
+    for module in (connection, command):  # where it is defined and where `eval` reads it
+        monkeypatch.setattr(module, "open_driver", lambda *a, **k: contextlib.nullcontext(object()))
+    for module in (live, command):
+        monkeypatch.setattr(module, "LiveGraph", FakeLive)
+    for module in (export, command):
+        monkeypatch.setattr(module, "export_graph", fake_export)
     monkeypatch.setattr("seeder_dgl.embeddings.TextEncoder", HashEncoder)
     inference_module = types.ModuleType("seeder_dgl.inference")
     inference_module.load_policy = load_policy
