@@ -182,57 +182,6 @@ def _budgets(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
     return check_budgets(text) if text else default
 
 
-def _write_json(path, payload) -> None:
-    from seeder_dgl.fileio import atomic_write_json
-
-    atomic_write_json(path, payload)
-
-
-# ---- ingest -----------------------------------------------------------------------------------
-def _check_questions(path, kg, name: str) -> None:
-    """Read the question file against the graph just loaded: bad rows fail before minutes of encoding."""
-    from loaders.questions import NodeResolver
-
-    _report_questions(path, name, lambda: NodeResolver.from_nodes(range(kg.num_nodes), kg.node_names, kg.node_keys))
-
-
-def _report_questions(path, name: str, resolver: Callable | None = None) -> None:
-    """Match the question file to the graph (``resolver()``; default: the dataset's nodes as Neo4j
-    holds them) and print how many questions there are and how many match nothing."""
-    from loaders.questions import load_question_table
-    from seeder_dgl.datasets import node_resolver
-
-    if path.suffix.lower() == ".txt":
-        return  # MetaQA-format questions are matched when they are used
-    qa = load_question_table(path, resolver() if resolver else node_resolver(name), name)
-    unmatched = sum(1 for q in qa.queries.values() if not q.answers)
-    line = (f"Questions {path.name}: {len(qa.queries):,} ({len(qa.splits['train']):,} train / "
-            f"{len(qa.splits['val']):,} val / {len(qa.splits['test']):,} test)")
-    if qa.unknown_names:
-        shown = ", ".join(repr(n) for n in list(dict.fromkeys(qa.unknown_names))[:5])
-        line += f"; {len(qa.unknown_names):,} answer/topic names match no node (e.g. {shown})"
-    if unmatched:
-        line += f"; {unmatched:,} questions have no answer in the graph and will be skipped"
-    console.print(line)
-
-
-def _complete_embeddings(given, kg, encoder, batch_size: int):
-    """The table's own embeddings, with the nodes that have none encoded by the model."""
-    import numpy as np
-
-    missing = np.flatnonzero(np.isnan(given).any(axis=1))
-    if missing.size == 0:
-        return given
-    encoded = encoder.encode([kg.node_texts[i] for i in missing], batch_size=batch_size, show_progress=True)
-    if encoded.shape[1] != given.shape[1]:
-        raise SeederError(f"the nodes table's embeddings are {given.shape[1]}-d but {missing.size:,} nodes have none "
-                          f"and the model gives {encoded.shape[1]}-d vectors: give every node an embedding, or pass "
-                          "the --model that made them")
-    out = given.copy()
-    out[missing] = encoded
-    return out
-
-
 @app.command()
 @one_line_errors
 def ingest(
@@ -266,125 +215,11 @@ def ingest(
 
     Re-running changes nothing; a killed run continues where it stopped.
     """
-    import time
+    from seeder_dgl.ingest import ingest_files
 
-    from seeder_dgl.datasets import DATASETS, read_manifest
-    from seeder_dgl.errors import check_dataset_name
-    from seeder_dgl.graphstore.connection import open_driver
-
-    builtin = dataset in DATASETS
-    if name is not None and not builtin:
-        raise SeederError(f"--name stores a built-in format ({', '.join(DATASETS)}) under another name; for your "
-                          f"own files the dataset argument is the name: seeder-dgl ingest {name} --source ...")
-    stored_as = check_dataset_name(name or dataset)
-    previous = read_manifest(stored_as)
-    if not builtin:
-        source = source or (previous or {}).get("source")
-        if not source:
-            raise SeederError(f"{dataset} is not a built-in dataset ({', '.join(DATASETS)}): pass --source with "
-                              "your graph's folder or triples file")
-    driver = open_driver()  # fail fast, before minutes of loading and encoding
-    with driver:  # closed on every way out, errors in loading and encoding included
-        t0 = time.perf_counter()
-        given = None
-        if builtin:
-            spec = DATASETS[dataset]
-            with console.status(f"Loading {spec.description}..."):
-                kg = spec.load_graph(source)
-            manifest = None
-            if stored_as != dataset:
-                manifest = {"name": stored_as, "format": dataset,
-                            "source": str(Path(source).resolve()) if source else None}
-        else:
-            from loaders.files import find_graph_files, load_graph_files
-
-            files = find_graph_files(source)
-            with console.status(f"Loading {files.describe()}..."):
-                loaded = load_graph_files(files, stored_as)
-            kg, given = loaded.kg, loaded.embeddings
-            for note in loaded.notes:
-                console.print(f"note: {note}")
-            question_file = Path(questions).expanduser() if questions else files.questions
-            manifest = {"name": stored_as, "format": "files", "kind": files.kind,
-                        "source": str(Path(source).expanduser().resolve()),
-                        "files": {k: str(p.resolve()) for k, p in files.paths.items()},
-                        "questions": str(question_file.resolve()) if question_file else None}
-            if question_file:
-                _check_questions(question_file, kg, stored_as)
-            else:
-                console.print(f"note: no questions.csv/.jsonl beside {files.describe()}: retrieval works, training "
-                              "and evaluation need one (ingest again with --questions FILE)")
-        load_seconds = time.perf_counter() - t0
-        console.print(f"Loaded {stored_as}: {kg.num_nodes:,} nodes, {kg.num_edges:,} triples, "
-                      f"{len(kg.relation_names)} relations, {len(kg.node_type_names)} node types "
-                      f"({load_seconds:.1f} s)")
-        _write_dataset(driver, stored_as, kg, given, manifest, previous, load_seconds, model=model,
-                       embeddings=embeddings, batch_size=batch_size, reset=reset, quantization=quantization,
-                       ef_construction=ef_construction, fmt=dataset if builtin else "files")
-
-
-def _write_dataset(driver, stored_as: str, kg, given, manifest: dict | None, previous: dict | None,
-                   load_seconds: float, *, model: str | None, embeddings: str | None = None, batch_size: int = 256,
-                   reset: bool = False, quantization: bool = False, ef_construction: int = 100,
-                   fmt: str = "files") -> None:
-    """Encode (or take) the node embeddings, write the graph, its record and manifest, print the summary."""
-    import time
-
-    from rich.table import Table
-
-    from seeder_dgl.datasets import INGEST_RECORD, dataset_dir, model_label, resolve_model, write_manifest
-    from seeder_dgl.embeddings import TextEncoder
-    from seeder_dgl.graphstore.writer import GraphWriter
-
-    writer = GraphWriter(driver, stored_as)
-    writer.refuse_foreign_nodes()  # before minutes of encoding
-    t0 = time.perf_counter()
-    encoder = TextEncoder(resolve_model(model))
-    if embeddings:
-        from seeder_dgl.embeddings import load_precomputed
-
-        node_emb = load_precomputed(embeddings, num_nodes=kg.num_nodes)
-        console.print(f"Imported {node_emb.shape[0]:,} precomputed {node_emb.shape[1]}-d embeddings from {embeddings}")
-    elif given is not None:
-        node_emb = _complete_embeddings(given, kg, encoder, batch_size)
-    else:
-        node_emb = encoder.encode(kg.node_texts, batch_size=batch_size, show_progress=True)
-    rel_emb = encoder.encode_relations(kg.relation_names)
-    if rel_emb.shape[1] != node_emb.shape[1]:
-        raise SeederError(f"the precomputed embeddings are {node_emb.shape[1]}-d but {model_label(model)} gives "
-                          f"{rel_emb.shape[1]}-d vectors: pass the --model that made them")
-    encode_seconds = time.perf_counter() - t0
-    summary = writer.ingest(
-        kg, node_emb, rel_emb, model_label(model), reset=reset, quantization=quantization,
-        ef_construction=ef_construction)
-    if manifest is not None:
-        if summary.skipped and previous and previous.get("retrieval"):
-            manifest["retrieval"] = previous["retrieval"]  # same data: the tuned settings still hold
-        write_manifest(stored_as, manifest)
-    record = {"dataset": stored_as, "format": fmt, "nodes": summary.nodes, "relationships": summary.relationships,
-              "duplicates_removed": summary.duplicates_removed, "model": summary.model,
-              "dimension": summary.dimension, "load_seconds": round(load_seconds, 2),
-              "encode_seconds": round(encode_seconds, 2), "write_seconds": round(summary.seconds, 2),
-              "node_seconds": round(summary.node_seconds, 2),
-              "relationship_seconds": round(summary.relationship_seconds, 2),
-              "index_seconds": round(summary.index_seconds, 2),
-              "nodes_per_second": round(summary.nodes_per_second), "relationships_per_second":
-              round(summary.relationships_per_second), "resumed": summary.resumed, "skipped": summary.skipped}
-    _write_json(dataset_dir(stored_as) / INGEST_RECORD, record)
-    if summary.skipped:
-        sketched = summary.extra.get("sketched", 0)
-        console.print(f"{stored_as} is already in Neo4j with the same data and model "
-                      f"({summary.nodes:,} nodes, {summary.relationships:,} relationships): "
-                      + (f"added the K-hop sketch to {sketched:,} nodes." if sketched else "nothing to do."))
-        return
-    table = Table(title=f"ingest {stored_as}" + (" (resumed)" if summary.resumed else ""))
-    for column in ("nodes", "relationships", "duplicates removed", "dim", "encode s", "write s",
-                   "nodes/s", "rels/s"):
-        table.add_column(column, justify="right")
-    table.add_row(f"{summary.nodes:,}", f"{summary.relationships:,}", f"{summary.duplicates_removed:,}",
-                  str(summary.dimension), f"{encode_seconds:.1f}", f"{summary.seconds:.1f}",
-                  f"{summary.nodes_per_second:,.0f}", f"{summary.relationships_per_second:,.0f}")
-    console.print(table)
+    ingest_files(dataset, source=source, model=model, reset=reset, batch_size=batch_size, quantization=quantization,
+                 ef_construction=ef_construction, name=name, embeddings=embeddings, questions=questions,
+                 console=console)
 
 
 @app.command()
@@ -497,7 +332,9 @@ def adopt(
                   f"{summary.relationships:,} relationships of {summary.relation_types} types are followed where "
                   f"they are; {summary.seconds:.1f} s", highlight=False)
     if question_file:
-        _report_questions(Path(question_file), dataset)
+        from seeder_dgl.ingest import report_questions
+
+        report_questions(Path(question_file), dataset, console)
 
 
 @app.command()
