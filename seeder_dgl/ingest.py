@@ -1,8 +1,10 @@
-"""`seeder-dgl ingest`: a graph from a built-in loader or the user's files, embedded and written to Neo4j.
+"""A graph into Neo4j and out again: `ingest` (a built-in loader or the user's files, embedded and
+written), `adopt` (a graph that lives in Neo4j, used in place) and `drop`.
 
 Loading and checking happen before the minutes of encoding (a bad question file or a label that
-belongs to someone else fails first); the write itself is ``GraphWriter.ingest``'s, idempotent and
-resumable under the dataset's writer lease. ``console`` is where progress and the summary go.
+belongs to someone else fails first); the writes are ``GraphWriter``'s and ``InPlaceAdopter``'s,
+idempotent and resumable under the dataset's writer lease. ``console`` is where progress and the
+summary go.
 """
 from __future__ import annotations
 
@@ -22,12 +24,14 @@ from seeder_dgl.datasets import (
     model_label,
     node_resolver,
     read_manifest,
+    remove_dataset_folder,
     resolve_model,
     write_manifest,
 )
 from seeder_dgl.embeddings import TextEncoder, load_precomputed
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.fileio import atomic_write_json
+from seeder_dgl.graphstore.adopt import AdoptSource, InPlaceAdopter
 from seeder_dgl.graphstore.connection import open_driver
 from seeder_dgl.graphstore.writer import EF_CONSTRUCTION, GraphWriter
 
@@ -176,3 +180,77 @@ def complete_embeddings(given, kg, encoder, batch_size: int):
     out = given.copy()
     out[missing] = encoded
     return out
+
+
+def adopt_graph(dataset: str, *, label: str | None, id_property: str | None, name_property: str | None,
+                text_property: str | None = None, embedding_property: str | None = None,
+                type_property: str | None = None, relationship_types: str | None = None, questions: str | None = None,
+                model: str | None = None, reset: bool = False, batch_size: int = 256, console) -> None:
+    """Adopt (or bring up to date) a graph that lives in Neo4j under ``label``, in place; see `adopt --help`."""
+    check_dataset_name(dataset)
+    types = [t.strip() for t in relationship_types.split(",") if t.strip()] if relationship_types else None
+    given = {"label": label, "id_property": id_property, "name_property": name_property,
+             "text_property": text_property, "embedding_property": embedding_property,
+             "type_property": type_property, "relationship_types": tuple(types) if types else None}
+    # Names are checked before connecting: a bad one fails at once, in one line.
+    source = AdoptSource(**given) if label is not None and id_property and name_property else None
+    with open_driver() as driver:
+        adopter = InPlaceAdopter(driver, dataset)
+        stored = adopter.stored_source()
+        if source is None and stored is not None:  # adopting again: the options it had, unless given
+            source = AdoptSource(**{k: v if v is not None else getattr(stored, k) for k, v in given.items()})
+        elif source is None:
+            raise SeederError(f"{dataset} is not adopted in place yet: give --label, --id-property and "
+                              "--name-property")
+        record = adopter.writer.record()
+        # The model it was embedded with, unless another is asked for (--reset: any model).
+        chosen = model if model is not None or stored is None else (record or {}).get("model")
+        encoder = TextEncoder(resolve_model(chosen))
+        summary = adopter.adopt(
+            source, lambda texts: encoder.encode(texts, batch_size=batch_size, show_progress=False),
+            encoder.encode_relations, model_label(chosen), encoder.dimension, reset=reset,
+            progress=lambda line: console.print(line, highlight=False))
+    previous = read_manifest(dataset) or {}
+    question_file = str(Path(questions).expanduser().resolve()) if questions else previous.get("questions")
+    manifest = {"name": dataset, "format": "neo4j", "in_place": True,
+                "adopted": {"label": source.label, **source.properties(),
+                            "relationship_types": list(source.relationship_types or []) or None},
+                "questions": question_file}
+    if previous.get("retrieval") and not summary.created:
+        manifest["retrieval"] = previous["retrieval"]
+    write_manifest(dataset, manifest)
+    verb = "adopted" if summary.created else "brought up to date"
+    console.print(f"{dataset} {verb} in place: {summary.nodes:,} :{source.label} nodes carry {summary.label} "
+                  f"({summary.added:,} new, {summary.reembedded:,} embedded again, {summary.released:,} released), "
+                  f"{summary.relationships:,} relationships of {summary.relation_types} types are followed where "
+                  f"they are; {summary.seconds:.1f} s", highlight=False)
+    if question_file:
+        report_questions(Path(question_file), dataset, console)
+
+
+def drop_dataset(dataset: str, *, confirm: Callable[[str], bool] | None, console) -> bool:
+    """Remove what seeder-dgl wrote for ``dataset`` in Neo4j and its cache folder; False when
+    ``confirm`` (asked with what will go; None: do not ask) declines."""
+    check_dataset_name(dataset)
+    folder = dataset_dir(dataset)
+    with open_driver() as driver:
+        writer = GraphWriter(driver, dataset)
+        record = writer.record()
+        if record is None and not folder.exists():
+            raise SeederError(f"there is no dataset {dataset!r} in Neo4j or in {folder.parent}: nothing to drop")
+        in_place = record is not None and writer.schema.in_place
+        nodes = f"{(record or {}).get('num_nodes', 0):,} nodes"
+        what = (f"seeder-dgl's label and properties from {nodes} of your graph (they stay)" if in_place
+                else f"dataset {dataset!r} ({nodes})")
+        if confirm is not None and not confirm(f"Remove {what} from Neo4j, and {folder}?"):
+            return False
+        done = writer.drop() if record is not None else 0
+    left = remove_dataset_folder(dataset)
+    removed = (f"{folder} removed" if not left else
+               f"seeder-dgl's files removed from {folder}, which keeps what is not seeder-dgl's: {', '.join(left[:5])}")
+    if in_place:
+        console.print(f"dropped {dataset}: seeder-dgl's label and properties taken off {done:,} nodes, which stay "
+                      f"with their relationships; {removed}")
+    else:
+        console.print(f"dropped {dataset}: {done:,} nodes deleted from Neo4j, {removed}")
+    return True
