@@ -315,32 +315,6 @@ def drop(
 
 
 # ---- extract ----------------------------------------------------------------------------------
-def _linking(driver, graph, ds, qa, encoder, settings, refit: bool):
-    """``settings`` with the dataset's entity linker and relation prior, fitted on its training
-    questions when it has none (or ``refit``)."""
-    from seeder_dgl.retrieval.pipeline import MemoryGraph, with_relation_prior
-    from seeder_dgl.graphstore.export import export_graph
-    from seeder_dgl.retrieval.extract import ensure_linking
-
-    wanted = ds.retrieval.relation_prior
-    if "train" not in qa.splits:
-        if wanted:
-            raise SeederError(f"{ds.name}'s profile {ds.profile!r} learns which relations to follow from training "
-                              "questions, and it has none: give questions a train split, or use --profile paper")
-        console.print(f"[yellow]note:[/] {ds.name} has no training questions: names are linked by hand-set weights")
-        return with_relation_prior(settings, graph, False)
-    memory = graph if isinstance(graph, MemoryGraph) else MemoryGraph.from_export(
-        export_graph(driver, ds.name, ds.export_dir), graph)
-    settings = ensure_linking(driver, memory, qa.split("train"), encoder, settings, with_prior=wanted, refit=refit,
-                              typed=ds.retrieval.typed_questions > 0)
-    linker = settings.linker
-    console.print(f"entity linker (the dataset record's, fitted on {linker.stats.get('questions', '?')} training "
-                  f"questions and {linker.stats.get('typed_variants', 0)} typed variants; topic among its "
-                  f"candidates for {linker.stats.get('topic_in_candidates', 0):.3f})"
-                  + ("; relation prior: K-hop follows it" if settings.relation_prior is not None else ""))
-    return settings
-
-
 @app.command()
 @one_line_errors
 def extract(
@@ -367,15 +341,9 @@ def extract(
 
     Training reads this cache and never queries Neo4j; a killed run resumes at the next shard.
     """
-    import dataclasses
-
-    from seeder_dgl.datasets import TUNED, DatasetContext, get_spec
-    from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore.live import LiveGraph
-    from seeder_dgl.retrieval.seeding import check_mode
-    from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings
-    from seeder_dgl.retrieval.extract import extract_split, typed_queries
-    from seeder_dgl.validation import check_seeds
+    from seeder_dgl.datasets import TUNED, get_spec
+    from seeder_dgl.evaluation.tune import run_tune
+    from seeder_dgl.retrieval.extract import extract_dataset
 
     if engine not in ("cypher", "memory"):
         raise SeederError(f"--engine is cypher or memory, not {engine!r}")
@@ -383,49 +351,13 @@ def extract(
     if spec.load_questions is None:
         raise SeederError(f"{dataset} has no questions to extract subgraphs for")
     if profile is None and not spec.builtin and spec.default_profile != TUNED and seeds is None and not budgets:
-        from seeder_dgl.evaluation.tune import run_tune
-
         console.print(f"{dataset} has no retrieval settings yet: choosing them on its validation questions "
                       f"(seeder-dgl tune {dataset})")
         run_tune(dataset, questions=questions, console=console)
         profile = TUNED
-    ds = DatasetContext.open(dataset, profile)
-    defaults = ds.retrieval
-    settings = RetrievalSettings(seeds=defaults.seeds if seeds is None else check_seeds(seeds),
-                                  budgets=_budgets(budgets, defaults.budgets),
-                                  seeding=check_mode(seeding or defaults.seeding))
-    with console.status(f"Loading {dataset} questions..."):
-        qa = spec.load_questions(questions or source, None)
-    unknown = [s for s in split if s not in qa.splits]
-    if unknown:
-        raise SeederError(f"{dataset} has no question split {unknown[0]!r}: choose from {', '.join(qa.splits)}")
-    with open_driver() as driver:
-        graph = LiveGraph(driver, dataset)
-        encoder = _query_encoder(graph)
-        if engine == "memory":
-            from seeder_dgl.graphstore.export import export_graph
-
-            graph = MemoryGraph.from_export(export_graph(driver, dataset, ds.export_dir), graph)
-            settings = dataclasses.replace(settings, exact_seeds=True)  # seeding in memory is an exact scan
-        if defaults.relation_prior or settings.seeding != "dense":
-            settings = _linking(driver, graph, ds, qa, encoder, settings, refit_prior)
-        for name in split:
-            queries = qa.sample(name, sample)
-            queries = queries[:limit] if limit else queries
-            without = sum(1 for q in queries if not q.answers)
-            queries = [q for q in queries if q.answers]  # nothing to learn from or score without an answer
-            if without:
-                console.print(f"{name}: {without:,} questions have no answer in the graph and are left out")
-            if not queries:
-                raise SeederError(f"{dataset} has no {name} question with an answer in the graph")
-            typed = defaults.typed_questions if name == "train" else 0.0
-            if typed:
-                queries = typed_queries(graph, queries, typed)
-            embs = encoder.encode([q.text for q in queries], show_progress=False)
-            folder = ds.subgraph_dir(name)
-            summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite, typed=typed)
-            console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
-                          f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")
+    extract_dataset(dataset, splits=split, source=source, seeds=seeds, budgets=_budgets(budgets, None),
+                    profile=profile, seeding=seeding, limit=limit, sample=sample, overwrite=overwrite, engine=engine,
+                    questions=questions, refit_prior=refit_prior, console=console)
 
 
 @app.command()
