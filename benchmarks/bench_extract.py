@@ -36,7 +36,7 @@ def main() -> None:
     from seeder_dgl.api import Retriever
     from seeder_dgl.datasets import DatasetContext, get_spec
     from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.graphstore.backend import MemoryGraph, prefetch_linking, seed_and_expand
+    from seeder_dgl.retrieval.pipeline import MemoryGraph, prefetch_linking, seed_and_expand
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.retrieval.linking import EntityLinker
 

@@ -34,7 +34,7 @@ def time_stages(retriever, question: str, before: bool = False) -> list[float]:
     """Milliseconds of each of ``STAGES`` for one question. ``before``: as queries ran before the
     procedures kept a copy of the relationships and returned the features with K-hop (the store
     walked, the features read by a call of their own)."""
-    from seeder_dgl.graphstore.seeding import seed_linked
+    from seeder_dgl.retrieval.seeding import seed_linked
 
     graph, settings = retriever.graph, retriever.settings
     options = getattr(graph, "procedure_options", None)

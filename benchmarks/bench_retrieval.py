@@ -29,7 +29,7 @@ from seeder_dgl.graphstore.export import export_graph  # noqa: E402
 from seeder_dgl.graphstore.live import LiveGraph  # noqa: E402
 from seeder_dgl.api import SEED_CANDIDATES  # noqa: E402
 from seeder_dgl.graphstore.procedures import khop_engine  # noqa: E402
-from seeder_dgl.graphstore.seeding import seed  # noqa: E402
+from seeder_dgl.retrieval.seeding import seed  # noqa: E402
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter  # noqa: E402
 
 

@@ -27,7 +27,7 @@ from seeder_dgl.graphstore.connection import open_driver  # noqa: E402
 from seeder_dgl.graphstore.cypher import query, quiet  # noqa: E402
 from seeder_dgl.graphstore.export import export_graph  # noqa: E402
 from seeder_dgl.graphstore.live import LiveGraph  # noqa: E402
-from seeder_dgl.graphstore.seeding import seed  # noqa: E402
+from seeder_dgl.retrieval.seeding import seed  # noqa: E402
 
 # Each step ends the statement's own walk (everything before its pass 1) in another way.
 STEPS = {
@@ -42,15 +42,15 @@ POLLUTER = "RETURN max(vector.similarity.cosine(u.embedding, $embedding)) AS n"
 def hop_parameters(graph: LiveGraph, text: str, q, seeds: int, budgets: list[int]) -> dict:
     """The parameters K-hop sends for its last hop on this query (captured, not rebuilt)."""
     captured: list[dict] = []
-    original = graph._hop
+    original = graph.hop_neighbours
 
     def capture(partitions, what, selected, limit, **params):
         captured.append(dict(params, limit=limit + len(selected), partitions=1, partition=0))
         return original(partitions, what, selected, limit, **params)
 
-    graph._hop = capture
+    graph.hop_neighbours = capture
     graph.khop_filter(q, seed(graph, text, q, seeds, "dense"), budgets, with_edges=False)
-    graph._hop = original
+    graph.hop_neighbours = original
     return captured[-1]
 
 

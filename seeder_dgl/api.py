@@ -19,9 +19,17 @@ from pathlib import Path
 import numpy as np
 
 from loaders.kg import is_identifier
+from seeder_dgl.datasets import DatasetContext
+from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError, check_dataset_name
+from seeder_dgl.graphstore.connection import open_driver
+from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.inference import load_policy
+from seeder_dgl.retrieval.methods import make_retriever
+from seeder_dgl.retrieval.pipeline import RetrievalSettings, with_relation_prior
+from seeder_dgl.retrieval.seeding import check_mode
+from seeder_dgl.threads import configure_threads
 from seeder_dgl.validation import check_budgets, check_k, check_question, check_seeds
-from seeder_dgl.graphstore.backend import RetrievalSettings, with_relation_prior
 
 METHODS = ("seeder", "dense", "khop", "ppr")
 
@@ -136,11 +144,6 @@ class Retriever:
                  seeds: int | None = None, budgets: tuple[int, ...] | None = None, driver=None,
                  encoder=None, exact_seeds: bool | None = None, profile: str | None = None,
                  seeding: str | None = None, database: str | None = None):
-        from seeder_dgl.datasets import DatasetContext
-        from seeder_dgl.graphstore.seeding import check_mode
-        from seeder_dgl.graphstore.connection import open_driver
-        from seeder_dgl.graphstore.live import LiveGraph
-
         check_dataset_name(dataset)
         self._check_method(method)
         seeds = check_seeds(seeds) if seeds is not None else None  # before any connection is opened
@@ -217,17 +220,12 @@ class Retriever:
     @property
     def encoder(self):
         if self._encoder is None:
-            from seeder_dgl.embeddings import dataset_encoder
-
             self._encoder = dataset_encoder(self.graph.info.model)
         return self._encoder
 
     @property
     def policy(self):
         if self._policy is None:
-            from seeder_dgl.inference import load_policy
-            from seeder_dgl.threads import configure_threads
-
             configure_threads()  # unless the user chose: one OpenMP thread per pool on few cores
 
             if self._prior_missing:
@@ -270,8 +268,6 @@ class Retriever:
         return [self._retrieve(question, q, k, method) for question, q in zip(questions, embeddings)]
 
     def _retrieve(self, question: str, q: np.ndarray, k: int, method: str) -> Retrieval:
-        from seeder_dgl.retrieval.methods import make_retriever
-
         start = time.perf_counter()
         self.graph.refresh()  # relation types upserted since this Retriever opened
         policy = self.policy if method == "seeder" else None

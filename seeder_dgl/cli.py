@@ -2,12 +2,16 @@
 
 Every command that fails for a reason the user can fix prints one line (``error: ...``) and
 exits 1; tracebacks are for bugs only.
+
+Each command imports what it runs inside its own body: `seeder-dgl --help` and `neo4j status`
+answer in a fraction of a second instead of loading torch, sentence-transformers and the driver
+(the only function-local imports of the package besides optional extras and `seeder_dgl.__init__`'s
+lazy `Retriever`).
 """
 from __future__ import annotations
 
 import functools
 import sys
-from pathlib import Path
 from typing import Callable, Optional
 
 import typer
@@ -177,57 +181,6 @@ def _budgets(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
     return check_budgets(text) if text else default
 
 
-def _write_json(path, payload) -> None:
-    from seeder_dgl.fileio import atomic_write_json
-
-    atomic_write_json(path, payload)
-
-
-# ---- ingest -----------------------------------------------------------------------------------
-def _check_questions(path, kg, name: str) -> None:
-    """Read the question file against the graph just loaded: bad rows fail before minutes of encoding."""
-    from loaders.questions import NodeResolver
-
-    _report_questions(path, name, lambda: NodeResolver.from_nodes(range(kg.num_nodes), kg.node_names, kg.node_keys))
-
-
-def _report_questions(path, name: str, resolver: Callable | None = None) -> None:
-    """Match the question file to the graph (``resolver()``; default: the dataset's nodes as Neo4j
-    holds them) and print how many questions there are and how many match nothing."""
-    from loaders.questions import load_question_table
-    from seeder_dgl.datasets import node_resolver
-
-    if path.suffix.lower() == ".txt":
-        return  # MetaQA-format questions are matched when they are used
-    qa = load_question_table(path, resolver() if resolver else node_resolver(name), name)
-    unmatched = sum(1 for q in qa.queries.values() if not q.answers)
-    line = (f"Questions {path.name}: {len(qa.queries):,} ({len(qa.splits['train']):,} train / "
-            f"{len(qa.splits['val']):,} val / {len(qa.splits['test']):,} test)")
-    if qa.unknown_names:
-        shown = ", ".join(repr(n) for n in list(dict.fromkeys(qa.unknown_names))[:5])
-        line += f"; {len(qa.unknown_names):,} answer/topic names match no node (e.g. {shown})"
-    if unmatched:
-        line += f"; {unmatched:,} questions have no answer in the graph and will be skipped"
-    console.print(line)
-
-
-def _complete_embeddings(given, kg, encoder, batch_size: int):
-    """The table's own embeddings, with the nodes that have none encoded by the model."""
-    import numpy as np
-
-    missing = np.flatnonzero(np.isnan(given).any(axis=1))
-    if missing.size == 0:
-        return given
-    encoded = encoder.encode([kg.node_texts[i] for i in missing], batch_size=batch_size, show_progress=True)
-    if encoded.shape[1] != given.shape[1]:
-        raise SeederError(f"the nodes table's embeddings are {given.shape[1]}-d but {missing.size:,} nodes have none "
-                          f"and the model gives {encoded.shape[1]}-d vectors: give every node an embedding, or pass "
-                          "the --model that made them")
-    out = given.copy()
-    out[missing] = encoded
-    return out
-
-
 @app.command()
 @one_line_errors
 def ingest(
@@ -261,125 +214,11 @@ def ingest(
 
     Re-running changes nothing; a killed run continues where it stopped.
     """
-    import time
+    from seeder_dgl.ingest import ingest_files
 
-    from seeder_dgl.datasets import DATASETS, read_manifest
-    from seeder_dgl.errors import check_dataset_name
-    from seeder_dgl.graphstore.connection import open_driver
-
-    builtin = dataset in DATASETS
-    if name is not None and not builtin:
-        raise SeederError(f"--name stores a built-in format ({', '.join(DATASETS)}) under another name; for your "
-                          f"own files the dataset argument is the name: seeder-dgl ingest {name} --source ...")
-    stored_as = check_dataset_name(name or dataset)
-    previous = read_manifest(stored_as)
-    if not builtin:
-        source = source or (previous or {}).get("source")
-        if not source:
-            raise SeederError(f"{dataset} is not a built-in dataset ({', '.join(DATASETS)}): pass --source with "
-                              "your graph's folder or triples file")
-    driver = open_driver()  # fail fast, before minutes of loading and encoding
-    with driver:  # closed on every way out, errors in loading and encoding included
-        t0 = time.perf_counter()
-        given = None
-        if builtin:
-            spec = DATASETS[dataset]
-            with console.status(f"Loading {spec.description}..."):
-                kg = spec.load_graph(source)
-            manifest = None
-            if stored_as != dataset:
-                manifest = {"name": stored_as, "format": dataset,
-                            "source": str(Path(source).resolve()) if source else None}
-        else:
-            from loaders.files import find_graph_files, load_graph_files
-
-            files = find_graph_files(source)
-            with console.status(f"Loading {files.describe()}..."):
-                loaded = load_graph_files(files, stored_as)
-            kg, given = loaded.kg, loaded.embeddings
-            for note in loaded.notes:
-                console.print(f"note: {note}")
-            question_file = Path(questions).expanduser() if questions else files.questions
-            manifest = {"name": stored_as, "format": "files", "kind": files.kind,
-                        "source": str(Path(source).expanduser().resolve()),
-                        "files": {k: str(p.resolve()) for k, p in files.paths.items()},
-                        "questions": str(question_file.resolve()) if question_file else None}
-            if question_file:
-                _check_questions(question_file, kg, stored_as)
-            else:
-                console.print(f"note: no questions.csv/.jsonl beside {files.describe()}: retrieval works, training "
-                              "and evaluation need one (ingest again with --questions FILE)")
-        load_seconds = time.perf_counter() - t0
-        console.print(f"Loaded {stored_as}: {kg.num_nodes:,} nodes, {kg.num_edges:,} triples, "
-                      f"{len(kg.relation_names)} relations, {len(kg.node_type_names)} node types "
-                      f"({load_seconds:.1f} s)")
-        _write_dataset(driver, stored_as, kg, given, manifest, previous, load_seconds, model=model,
-                       embeddings=embeddings, batch_size=batch_size, reset=reset, quantization=quantization,
-                       ef_construction=ef_construction, fmt=dataset if builtin else "files")
-
-
-def _write_dataset(driver, stored_as: str, kg, given, manifest: dict | None, previous: dict | None,
-                   load_seconds: float, *, model: str | None, embeddings: str | None = None, batch_size: int = 256,
-                   reset: bool = False, quantization: bool = False, ef_construction: int = 100,
-                   fmt: str = "files") -> None:
-    """Encode (or take) the node embeddings, write the graph, its record and manifest, print the summary."""
-    import time
-
-    from rich.table import Table
-
-    from seeder_dgl.datasets import INGEST_RECORD, dataset_dir, model_label, resolve_model, write_manifest
-    from seeder_dgl.embeddings import TextEncoder
-    from seeder_dgl.graphstore.writer import GraphWriter
-
-    writer = GraphWriter(driver, stored_as)
-    writer.refuse_foreign_nodes()  # before minutes of encoding
-    t0 = time.perf_counter()
-    encoder = TextEncoder(resolve_model(model))
-    if embeddings:
-        from seeder_dgl.embeddings import load_precomputed
-
-        node_emb = load_precomputed(embeddings, num_nodes=kg.num_nodes)
-        console.print(f"Imported {node_emb.shape[0]:,} precomputed {node_emb.shape[1]}-d embeddings from {embeddings}")
-    elif given is not None:
-        node_emb = _complete_embeddings(given, kg, encoder, batch_size)
-    else:
-        node_emb = encoder.encode(kg.node_texts, batch_size=batch_size, show_progress=True)
-    rel_emb = encoder.encode_relations(kg.relation_names)
-    if rel_emb.shape[1] != node_emb.shape[1]:
-        raise SeederError(f"the precomputed embeddings are {node_emb.shape[1]}-d but {model_label(model)} gives "
-                          f"{rel_emb.shape[1]}-d vectors: pass the --model that made them")
-    encode_seconds = time.perf_counter() - t0
-    summary = writer.ingest(
-        kg, node_emb, rel_emb, model_label(model), reset=reset, quantization=quantization,
-        ef_construction=ef_construction)
-    if manifest is not None:
-        if summary.skipped and previous and previous.get("retrieval"):
-            manifest["retrieval"] = previous["retrieval"]  # same data: the tuned settings still hold
-        write_manifest(stored_as, manifest)
-    record = {"dataset": stored_as, "format": fmt, "nodes": summary.nodes, "relationships": summary.relationships,
-              "duplicates_removed": summary.duplicates_removed, "model": summary.model,
-              "dimension": summary.dimension, "load_seconds": round(load_seconds, 2),
-              "encode_seconds": round(encode_seconds, 2), "write_seconds": round(summary.seconds, 2),
-              "node_seconds": round(summary.node_seconds, 2),
-              "relationship_seconds": round(summary.relationship_seconds, 2),
-              "index_seconds": round(summary.index_seconds, 2),
-              "nodes_per_second": round(summary.nodes_per_second), "relationships_per_second":
-              round(summary.relationships_per_second), "resumed": summary.resumed, "skipped": summary.skipped}
-    _write_json(dataset_dir(stored_as) / INGEST_RECORD, record)
-    if summary.skipped:
-        sketched = summary.extra.get("sketched", 0)
-        console.print(f"{stored_as} is already in Neo4j with the same data and model "
-                      f"({summary.nodes:,} nodes, {summary.relationships:,} relationships): "
-                      + (f"added the K-hop sketch to {sketched:,} nodes." if sketched else "nothing to do."))
-        return
-    table = Table(title=f"ingest {stored_as}" + (" (resumed)" if summary.resumed else ""))
-    for column in ("nodes", "relationships", "duplicates removed", "dim", "encode s", "write s",
-                   "nodes/s", "rels/s"):
-        table.add_column(column, justify="right")
-    table.add_row(f"{summary.nodes:,}", f"{summary.relationships:,}", f"{summary.duplicates_removed:,}",
-                  str(summary.dimension), f"{encode_seconds:.1f}", f"{summary.seconds:.1f}",
-                  f"{summary.nodes_per_second:,.0f}", f"{summary.relationships_per_second:,.0f}")
-    console.print(table)
+    ingest_files(dataset, source=source, model=model, reset=reset, batch_size=batch_size, quantization=quantization,
+                 ef_construction=ef_construction, name=name, embeddings=embeddings, questions=questions,
+                 console=console)
 
 
 @app.command()
@@ -448,51 +287,12 @@ def adopt(
     (released). `seeder-dgl drop <dataset>` removes exactly what seeder-dgl added; your data stays.
     Then extract, train, eval and query work as for any dataset.
     """
-    from seeder_dgl.datasets import model_label, read_manifest, resolve_model, write_manifest
-    from seeder_dgl.embeddings import TextEncoder
-    from seeder_dgl.errors import check_dataset_name
-    from seeder_dgl.graphstore.adopt import AdoptSource, InPlaceAdopter
-    from seeder_dgl.graphstore.connection import open_driver
+    from seeder_dgl.ingest import adopt_graph
 
-    check_dataset_name(dataset)
-    types = [t.strip() for t in relationship_types.split(",") if t.strip()] if relationship_types else None
-    given = {"label": label, "id_property": id_property, "name_property": name_property,
-             "text_property": text_property, "embedding_property": embedding_property,
-             "type_property": type_property, "relationship_types": tuple(types) if types else None}
-    # Names are checked before connecting: a bad one fails at once, in one line.
-    source = AdoptSource(**given) if label is not None and id_property and name_property else None
-    with open_driver() as driver:
-        adopter = InPlaceAdopter(driver, dataset)
-        stored = adopter.stored_source()
-        if source is None and stored is not None:  # adopting again: the options it had, unless given
-            source = AdoptSource(**{k: v if v is not None else getattr(stored, k) for k, v in given.items()})
-        elif source is None:
-            raise SeederError(f"{dataset} is not adopted in place yet: give --label, --id-property and "
-                              "--name-property")
-        record = adopter.writer.record()
-        # The model it was embedded with, unless another is asked for (--reset: any model).
-        chosen = model if model is not None or stored is None else (record or {}).get("model")
-        encoder = TextEncoder(resolve_model(chosen))
-        summary = adopter.adopt(
-            source, lambda texts: encoder.encode(texts, batch_size=batch_size, show_progress=False),
-            encoder.encode_relations, model_label(chosen), encoder.dimension, reset=reset,
-            progress=lambda line: console.print(line, highlight=False))
-    previous = read_manifest(dataset) or {}
-    question_file = str(Path(questions).expanduser().resolve()) if questions else previous.get("questions")
-    manifest = {"name": dataset, "format": "neo4j", "in_place": True,
-                "adopted": {"label": source.label, **source.properties(),
-                            "relationship_types": list(source.relationship_types or []) or None},
-                "questions": question_file}
-    if previous.get("retrieval") and not summary.created:
-        manifest["retrieval"] = previous["retrieval"]
-    write_manifest(dataset, manifest)
-    verb = "adopted" if summary.created else "brought up to date"
-    console.print(f"{dataset} {verb} in place: {summary.nodes:,} :{source.label} nodes carry {summary.label} "
-                  f"({summary.added:,} new, {summary.reembedded:,} embedded again, {summary.released:,} released), "
-                  f"{summary.relationships:,} relationships of {summary.relation_types} types are followed where "
-                  f"they are; {summary.seconds:.1f} s", highlight=False)
-    if question_file:
-        _report_questions(Path(question_file), dataset)
+    adopt_graph(dataset, label=label, id_property=id_property, name_property=name_property,
+                text_property=text_property, embedding_property=embedding_property, type_property=type_property,
+                relationship_types=relationship_types, questions=questions, model=model, reset=reset,
+                batch_size=batch_size, console=console)
 
 
 @app.command()
@@ -508,62 +308,13 @@ def drop(
     KG_<dataset> and its KG_<dataset>_* properties come off them, and its indexes, constraint and
     record go. Other datasets are never touched; a drop cut off half way finishes when run again.
     """
-    from seeder_dgl.datasets import dataset_dir, remove_dataset_folder
-    from seeder_dgl.errors import check_dataset_name
-    from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore.writer import GraphWriter
+    from seeder_dgl.ingest import drop_dataset
 
-    check_dataset_name(dataset)
-    folder = dataset_dir(dataset)
-    with open_driver() as driver:
-        writer = GraphWriter(driver, dataset)
-        record = writer.record()
-        if record is None and not folder.exists():
-            raise SeederError(f"there is no dataset {dataset!r} in Neo4j or in {folder.parent}: nothing to drop")
-        in_place = record is not None and writer.schema.in_place
-        nodes = f"{(record or {}).get('num_nodes', 0):,} nodes"
-        what = (f"seeder-dgl's label and properties from {nodes} of your graph (they stay)" if in_place
-                else f"dataset {dataset!r} ({nodes})")
-        if not yes and not typer.confirm(f"Remove {what} from Neo4j, and {folder}?"):
-            raise typer.Exit(1)
-        done = writer.drop() if record is not None else 0
-    left = remove_dataset_folder(dataset)
-    removed = (f"{folder} removed" if not left else
-               f"seeder-dgl's files removed from {folder}, which keeps what is not seeder-dgl's: {', '.join(left[:5])}")
-    if in_place:
-        console.print(f"dropped {dataset}: seeder-dgl's label and properties taken off {done:,} nodes, which stay "
-                      f"with their relationships; {removed}")
-    else:
-        console.print(f"dropped {dataset}: {done:,} nodes deleted from Neo4j, {removed}")
+    if not drop_dataset(dataset, confirm=None if yes else typer.confirm, console=console):
+        raise typer.Exit(1)
 
 
 # ---- extract ----------------------------------------------------------------------------------
-def _linking(driver, graph, ds, qa, encoder, settings, refit: bool):
-    """``settings`` with the dataset's entity linker and relation prior, fitted on its training
-    questions when it has none (or ``refit``)."""
-    from seeder_dgl.graphstore.backend import MemoryGraph, with_relation_prior
-    from seeder_dgl.graphstore.export import export_graph
-    from seeder_dgl.subgraph.extract import ensure_linking
-
-    wanted = ds.retrieval.relation_prior
-    if "train" not in qa.splits:
-        if wanted:
-            raise SeederError(f"{ds.name}'s profile {ds.profile!r} learns which relations to follow from training "
-                              "questions, and it has none: give questions a train split, or use --profile paper")
-        console.print(f"[yellow]note:[/] {ds.name} has no training questions: names are linked by hand-set weights")
-        return with_relation_prior(settings, graph, False)
-    memory = graph if isinstance(graph, MemoryGraph) else MemoryGraph.from_export(
-        export_graph(driver, ds.name, ds.export_dir), graph)
-    settings = ensure_linking(driver, memory, qa.split("train"), encoder, settings, with_prior=wanted, refit=refit,
-                              typed=ds.retrieval.typed_questions > 0)
-    linker = settings.linker
-    console.print(f"entity linker (the dataset record's, fitted on {linker.stats.get('questions', '?')} training "
-                  f"questions and {linker.stats.get('typed_variants', 0)} typed variants; topic among its "
-                  f"candidates for {linker.stats.get('topic_in_candidates', 0):.3f})"
-                  + ("; relation prior: K-hop follows it" if settings.relation_prior is not None else ""))
-    return settings
-
-
 @app.command()
 @one_line_errors
 def extract(
@@ -590,15 +341,9 @@ def extract(
 
     Training reads this cache and never queries Neo4j; a killed run resumes at the next shard.
     """
-    import dataclasses
-
-    from seeder_dgl.datasets import TUNED, DatasetContext, get_spec
-    from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore.live import LiveGraph
-    from seeder_dgl.graphstore.seeding import check_mode
-    from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
-    from seeder_dgl.subgraph.extract import extract_split, typed_queries
-    from seeder_dgl.validation import check_seeds
+    from seeder_dgl.datasets import TUNED, get_spec
+    from seeder_dgl.evaluation.tune import run_tune
+    from seeder_dgl.retrieval.extract import extract_dataset
 
     if engine not in ("cypher", "memory"):
         raise SeederError(f"--engine is cypher or memory, not {engine!r}")
@@ -606,49 +351,13 @@ def extract(
     if spec.load_questions is None:
         raise SeederError(f"{dataset} has no questions to extract subgraphs for")
     if profile is None and not spec.builtin and spec.default_profile != TUNED and seeds is None and not budgets:
-        from seeder_dgl.evaluation.tune import run_tune
-
         console.print(f"{dataset} has no retrieval settings yet: choosing them on its validation questions "
                       f"(seeder-dgl tune {dataset})")
         run_tune(dataset, questions=questions, console=console)
         profile = TUNED
-    ds = DatasetContext.open(dataset, profile)
-    defaults = ds.retrieval
-    settings = RetrievalSettings(seeds=defaults.seeds if seeds is None else check_seeds(seeds),
-                                  budgets=_budgets(budgets, defaults.budgets),
-                                  seeding=check_mode(seeding or defaults.seeding))
-    with console.status(f"Loading {dataset} questions..."):
-        qa = spec.load_questions(questions or source, None)
-    unknown = [s for s in split if s not in qa.splits]
-    if unknown:
-        raise SeederError(f"{dataset} has no question split {unknown[0]!r}: choose from {', '.join(qa.splits)}")
-    with open_driver() as driver:
-        graph = LiveGraph(driver, dataset)
-        encoder = _query_encoder(graph)
-        if engine == "memory":
-            from seeder_dgl.graphstore.export import export_graph
-
-            graph = MemoryGraph.from_export(export_graph(driver, dataset, ds.export_dir), graph)
-            settings = dataclasses.replace(settings, exact_seeds=True)  # seeding in memory is an exact scan
-        if defaults.relation_prior or settings.seeding != "dense":
-            settings = _linking(driver, graph, ds, qa, encoder, settings, refit_prior)
-        for name in split:
-            queries = qa.sample(name, sample)
-            queries = queries[:limit] if limit else queries
-            without = sum(1 for q in queries if not q.answers)
-            queries = [q for q in queries if q.answers]  # nothing to learn from or score without an answer
-            if without:
-                console.print(f"{name}: {without:,} questions have no answer in the graph and are left out")
-            if not queries:
-                raise SeederError(f"{dataset} has no {name} question with an answer in the graph")
-            typed = defaults.typed_questions if name == "train" else 0.0
-            if typed:
-                queries = typed_queries(graph, queries, typed)
-            embs = encoder.encode([q.text for q in queries], show_progress=False)
-            folder = ds.subgraph_dir(name)
-            summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite, typed=typed)
-            console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
-                          f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")
+    extract_dataset(dataset, splits=split, source=source, seeds=seeds, budgets=_budgets(budgets, None),
+                    profile=profile, seeding=seeding, limit=limit, sample=sample, overwrite=overwrite, engine=engine,
+                    questions=questions, refit_prior=refit_prior, console=console)
 
 
 @app.command()

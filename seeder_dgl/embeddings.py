@@ -23,6 +23,7 @@ import numpy as np
 
 from loaders.kg import atomic_write
 from seeder_dgl.caching import BatchLRU
+from seeder_dgl.datasets import resolve_model
 from seeder_dgl.errors import SeederError
 from seeder_dgl.paths import project_root
 
@@ -60,8 +61,6 @@ def default_cache_dir() -> Path:
 def dataset_encoder(model: str | None) -> "TextEncoder":
     """The ``TextEncoder`` of a dataset's ``model`` (its record's name; None: the default), one per
     model and cache folder in a process, so a query session loads the model once."""
-    from seeder_dgl.datasets import resolve_model
-
     key = (resolve_model(model), str(default_cache_dir()))
     with _SHARED_LOCK:
         if key not in _SHARED:

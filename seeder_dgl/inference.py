@@ -1,6 +1,6 @@
 """Inference: load a trained policy and rank query subgraphs with it.
 
-One ranking loop (``rank_subgraphs``) serves the API, ``query``, ``eval`` and the validation of
+One ranking loop (``training.ranking.rank_subgraphs``) serves the API, ``query``, ``eval`` and the validation of
 the training loop, so what a run reports on validation is what a loaded checkpoint serves.
 ``load_policy`` checks that a checkpoint fits the graph it will rank (dataset, embedding model,
 dimension) and turns every problem into a one-line ``CheckpointError``.
@@ -14,44 +14,21 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from seeder_dgl.model.ops import MessagePassingOps, select_ops
+from seeder_dgl.datasets import model_label
+from seeder_dgl.model.ops import select_ops
 from seeder_dgl.model.policy import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
-from seeder_dgl.training.checkpoint import (RELATION_TEXT_KEY, CheckpointError, FeatureRows, Preprocessing, one_line,
-                                            build_policy, config_from_dict, read_checkpoint)
+from seeder_dgl.training.checkpoint import (
+    RELATION_TEXT_KEY,
+    CheckpointError,
+    Preprocessing,
+    build_policy,
+    config_from_dict,
+    one_line,
+    read_checkpoint,
+)
 from seeder_dgl.training.config import TrainConfig
-from seeder_dgl.training.rollout import rollout
-
-EVAL_BATCH_SIZE = 64
-"""Queries per inference batch (one trajectory each, so larger than the training batch)."""
-
-
-@torch.inference_mode()
-def rank_subgraphs(policy: SeederPolicy, prep: Preprocessing, records: Sequence[QuerySubgraph], rows: FeatureRows,
-                   query_features: np.ndarray, device: torch.device, ops: MessagePassingOps, mode: str = "expand",
-                   batch_size: int = EVAL_BATCH_SIZE) -> list[tuple[list[int], list[float]]]:
-    """Per record: the global ids of V_T by decreasing score and the scores (empty subgraphs: empty).
-
-    The deterministic rollout (top-c_t at every step) with the policy in eval mode; the policy's
-    train flag is restored afterwards. ``query_features``: already preprocessed
-    (``Preprocessing.features``), row i for ``records[i]``.
-    """
-    out: list[tuple[list[int], list[float]]] = [([], []) for _ in records]
-    todo = [i for i, r in enumerate(records) if r.num_nodes > 0]
-    was_training = policy.training
-    if was_training:
-        policy.eval()
-    try:
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start:start + batch_size]
-            batch = prep.batch([records[i] for i in chunk], rows, query_features[chunk], device)
-            ids, scores = rollout(policy, batch, sample=False, mode=mode, ops=ops).ranked()
-            for i, node_ids, node_scores in zip(chunk, ids, scores):
-                out[i] = (node_ids, node_scores)
-    finally:
-        if was_training:
-            policy.train()
-    return out
+from seeder_dgl.training.ranking import rank_subgraphs
 
 
 @dataclass
@@ -133,8 +110,6 @@ class LoadedPolicy:
 
 
 def _same_model(a: str | None, b: str | None) -> bool:
-    from seeder_dgl.datasets import model_label
-
     return model_label(a) == model_label(b)
 
 

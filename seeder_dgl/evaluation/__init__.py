@@ -1,4 +1,6 @@
-"""Retrieval metrics computed in the project (STaRK conventions, docs/method.md)."""
-from seeder_dgl.evaluation.metrics import aggregate, batch_metrics, query_metrics
+"""Evaluation: `eval` (every method on the same questions), coverage, funnels, reports and plots;
+the retrieval metrics themselves (STaRK conventions, docs/method.md) live in ``seeder_dgl.metrics``
+so training's validation reads them from below, and are re-exported here."""
+from seeder_dgl.metrics import aggregate, batch_metrics, query_metrics
 
 __all__ = ["aggregate", "batch_metrics", "query_metrics"]

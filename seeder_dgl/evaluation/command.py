@@ -20,12 +20,21 @@ from typing import Sequence
 import numpy as np
 
 from loaders.kg import QASet, Query
-from seeder_dgl.datasets import DatasetContext, profile_flag, profile_prefix
+from loaders.metaqa import load_metaqa_qa_file
+from loaders.perturb import check_kinds
+from seeder_dgl.datasets import (
+    DatasetContext,
+    find_spec,
+    get_spec,
+    load_user_questions,
+    profile_flag,
+    profile_prefix,
+    runs_root,
+)
+from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError, check_dataset_name
-from seeder_dgl.validation import check_output_folder
-from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, with_relation_prior
-from seeder_dgl.paths import results_dir
-from seeder_dgl.evaluation import typed
+from seeder_dgl.evaluation import plots, report, typed
+from seeder_dgl.evaluation.diagnose import STAGES, render_markdown
 from seeder_dgl.evaluation.evaluate import (
     BASELINES,
     SEEDER,
@@ -36,9 +45,18 @@ from seeder_dgl.evaluation.evaluate import (
     find_ablations,
     resolve_methods,
 )
+from seeder_dgl.fileio import atomic_write_json, atomic_write_text
+from seeder_dgl.graphstore.connection import open_driver
+from seeder_dgl.graphstore.export import export_graph
+from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.paths import results_dir
 from seeder_dgl.retrieval.base import GraphRetriever
+from seeder_dgl.retrieval.linking import EntityLinker
+from seeder_dgl.retrieval.memory import attach_labels
+from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings, with_relation_prior
 from seeder_dgl.retrieval.policy import PolicyRetriever
 from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.validation import check_output_folder
 
 EXAMPLES = 5
 """Unknown names / dropped query ids shown in the messages."""
@@ -113,8 +131,6 @@ def load_questions(dataset: str, *, split: str = "val", qa_file: str | Path | No
                    sample: int | None = None) -> PreparedQuestions:
     """Questions of a dataset split, or of a question file matched to the dataset's own graph: MetaQA
     through its kb.txt, any other dataset through the names and ids Neo4j holds for it."""
-    from seeder_dgl.datasets import get_spec, load_user_questions
-
     spec = get_spec(dataset)
     if qa_file is None:
         if spec.load_questions is None:
@@ -122,8 +138,6 @@ def load_questions(dataset: str, *, split: str = "val", qa_file: str | Path | No
         return prepare_questions(spec.load_questions(source, None), split, limit, sample)
     path = Path(qa_file).expanduser()
     if dataset == "metaqa" and path.suffix.lower() == ".txt":
-        from loaders.metaqa import load_metaqa_qa_file
-
         qa = load_metaqa_qa_file(path, spec.load_graph(source))
     else:
         qa = load_user_questions(dataset, path)
@@ -151,8 +165,6 @@ def plan_methods(dataset: str, methods: str | Sequence[str] | None, checkpoint: 
     SeedER uses ``checkpoint`` or ``<runs>/<dataset>/full/best.pt`` (``<profile>-full`` for another
     profile); each other run folder of the same profile is the method ``seeder-<ablation>``.
     """
-    from seeder_dgl.datasets import runs_root
-
     runs_dir = Path(runs_dir) if runs_dir else runs_root() / dataset
     main = Path(checkpoint) if checkpoint else runs_dir / f"{profile_prefix(profile)}full" / "best.pt"
     if checkpoint and not main.is_file():
@@ -176,7 +188,7 @@ def _load_policies(plan: MethodPlan, dataset: str, model: str, dimension: int, e
     policies, notes = {}, []
     if not plan.checkpoints:
         return policies, notes
-    try:
+    try:  # torch and the model: an install without them still evaluates the other methods
         from seeder_dgl.inference import load_policy
     except ImportError as exc:
         if explicit & set(plan.checkpoints):
@@ -217,8 +229,6 @@ def _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep,
 def default_results_dir(dataset: str, folder: str) -> Path:
     """benchmarks/results/<folder> for the built-in datasets (the project's own results);
     runs/<dataset>/<folder> for a graph of your own."""
-    from seeder_dgl.datasets import find_spec, runs_root
-
     spec = find_spec(dataset)
     return results_dir() / folder if spec is not None and spec.builtin else runs_root() / dataset / folder
 
@@ -233,7 +243,6 @@ def sample_indices(n: int, size: int | None, seed: int = 0) -> np.ndarray:
 def diagnose_method(method: PolicyRetriever, queries: Sequence[Query], query_emb: np.ndarray):
     """The funnel of one SeedER method over exactly the subgraphs it ranks (reused or computed)."""
     from seeder_dgl.evaluation.diagnose import diagnose, seeded_flags
-    from seeder_dgl.retrieval.memory import attach_labels
 
     found = [method.subgraph(q.text, e) for q, e in zip(queries, query_emb)]
     records = [attach_labels(sub, q.answers) for (_, sub), q in zip(found, queries)]
@@ -249,9 +258,6 @@ def diagnose_method(method: PolicyRetriever, queries: Sequence[Query], query_emb
 
 
 def save_funnel(funnel, out_dir: Path, name: str, title: str) -> Path:
-    from seeder_dgl.evaluation.diagnose import render_markdown
-    from seeder_dgl.fileio import atomic_write_json, atomic_write_text
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out_dir / f"funnel-{name}.json", {"title": title, **funnel.to_dict(),
@@ -263,7 +269,6 @@ def render_funnel(funnel, title: str):
     """A rich table of the funnel by hop count (or overall when the questions have no hop count)."""
     from rich.table import Table
 
-    from seeder_dgl.evaluation.diagnose import STAGES
 
     table = Table(title=title)
     for column in ("questions", "group", *STAGES):
@@ -300,7 +305,6 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     """
     from rich.console import Console
 
-    from seeder_dgl.graphstore.connection import open_driver
 
     check_dataset_name(dataset)
     console = console or Console()
@@ -360,8 +364,6 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
 
 def _training_questions(dataset: str, source: str | None) -> list[Query]:
     """The dataset's training questions (none where it has no question set or no train split)."""
-    from seeder_dgl.datasets import get_spec
-
     try:
         spec = get_spec(dataset)
         qa = spec.load_questions(source, None) if spec.load_questions is not None else None
@@ -374,7 +376,6 @@ def _perturbations(perturb) -> list[str]:
     """The ``--perturb`` kinds, checked before any slow step."""
     if not perturb:
         return []
-    from loaders.perturb import check_kinds
 
     try:
         return check_kinds(perturb)
@@ -387,9 +388,6 @@ def _add_typed(result: EvalResult, kinds: list[str], graph: MemoryGraph, chosen:
                out_dir: Path, title: str, progress: bool, console, diagnose: bool) -> None:
     """Every method again on the questions typed as each of ``kinds``; the table beside the written
     ones in ``typed.{json,md}`` and in ``result.meta['typed']``."""
-    from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.fileio import atomic_write_json, atomic_write_text
-
     encoder = dataset_encoder(graph.info.model)
     names = typed.topic_names(graph, queries)
     table = {typed.AS_WRITTEN: typed.summarise(result)}
@@ -440,10 +438,6 @@ def _load_graph(driver, ds: DatasetContext, queries: Sequence[Query], progress: 
                 console) -> tuple[MemoryGraph, np.ndarray, object]:
     """The dataset's export (cached per dataset version) as the graph every method runs on, the
     questions embedded with the dataset's own encoder, and the export itself."""
-    from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.graphstore.export import export_graph
-    from seeder_dgl.graphstore.live import LiveGraph
-
     live = LiveGraph(driver, ds.name)
     live.check_ready()
     encoder = dataset_encoder(live.info.model)
@@ -457,8 +451,6 @@ def _link_names(graph: MemoryGraph, settings: RetrievalSettings, queries: Sequen
                 progress: bool) -> None:
     """Full-text or hybrid seeding: each question's candidates read from Neo4j now, once for all methods."""
     if settings.seeding != "dense":
-        from seeder_dgl.retrieval.linking import EntityLinker
-
         words = (settings.linker or EntityLinker.default()).name_query
         graph.link_names([q.text for q in queries], query_emb, words=words, progress=progress)
 
@@ -497,8 +489,6 @@ def _build_methods(plan: MethodPlan, graph: MemoryGraph, settings: RetrievalSett
 def _add_sweep(result: EvalResult, graph: MemoryGraph, queries: Sequence[Query], query_emb: np.ndarray,
                settings: RetrievalSettings, out_dir: Path, title: str, sweep_budgets, sweep_queries, console) -> None:
     """The budget sweep and K-hop growth figures on a fixed sample of the questions."""
-    from seeder_dgl.evaluation import plots
-
     pick = sample_indices(len(queries), sweep_queries)
     sub_q, sub_emb = [queries[i] for i in pick], query_emb[pick]
     with console.status(f"Budget sweep and k-hop growth on {len(pick)} questions..."):
@@ -523,8 +513,6 @@ def _add_funnels(result: EvalResult, seeders: dict[str, PolicyRetriever], querie
 
 
 def _save_and_show(result: EvalResult, out_dir: Path, per_query: bool, sweep: bool, console) -> None:
-    from seeder_dgl.evaluation import report
-
     paths = report.save(result, out_dir, per_query=per_query)
     report.render(result, console)
     console.print(f"results: {paths['json']} and {paths['markdown']}; STaRK-format predictions in "

@@ -27,6 +27,11 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from seeder_dgl.model.ops import select_ops
+from seeder_dgl.model.policy import capped_frontier
+from seeder_dgl.retrieval.relation_prior import UNREACHED, bfs_distances
+from seeder_dgl.training.rollout import rollout
+
 STAGES = ("seeded", "in_subgraph", "reachable", "candidate", "picked", "hit@5", "hit@1")
 """Funnel stages in pipeline order; every stage implies the previous one."""
 
@@ -82,8 +87,6 @@ def funnel_flags(batch, ranked_ids: list[list[int]], trace, selected: torch.Tens
     per-step frontiers and picks; ``selected``: V_T. ``expanded=False`` (the 'rerank' ablation
     scores the whole subgraph): every node was reachable and a candidate.
     """
-    from seeder_dgl.model.policy import capped_frontier
-
     g = batch.graph_index
     num_graphs = batch.num_graphs
     labels = batch.labels
@@ -127,9 +130,6 @@ def diagnose(loaded, records: Sequence, node_features, query_emb: np.ndarray, *,
     candidate and picked. ``seeded``: bool [Q], an answer within reach of a seed (``seeded_flags``);
     None: taken to be ``in_subgraph``.
     """
-    from seeder_dgl.model.ops import select_ops
-    from seeder_dgl.training.rollout import rollout
-
     prep = loaded.preprocessing
     rows = prep.node_rows(node_features, records, node_types=node_types)
     query = prep.features(np.asarray(query_emb, np.float32).reshape(len(records), -1))
@@ -155,8 +155,6 @@ def diagnose(loaded, records: Sequence, node_features, query_emb: np.ndarray, *,
 def seeded_flags(arrays, seeds: Sequence[Sequence[int]], answers: Sequence[Sequence[int]], hops: int) -> np.ndarray:
     """bool [Q]: an answer of question i lies within ``hops`` hops of one of its ``seeds`` in the
     graph ``arrays`` (``retrieval.memory.GraphArrays``): what the expansion could reach at best."""
-    from seeder_dgl.retrieval.relation_prior import UNREACHED, bfs_distances
-
     out = np.zeros(len(seeds), dtype=bool)
     for i, (s, a) in enumerate(zip(seeds, answers)):
         if len(s) and len(a):

@@ -3,7 +3,7 @@
 A *method* is either a ``retrieval.base.GraphRetriever`` (asked ``search(question, embedding,
 depth)``: the very object ``query`` and the API use, here on the in-memory export) or a callable
 ``f(query_index) -> [(id, score), ...]``. Every method gets every query; its ranking, the STaRK
-metrics of ``evaluation.metrics`` and its wall time (``time.perf_counter`` around the one call)
+metrics of ``seeder_dgl.metrics`` and its wall time (``time.perf_counter`` around the one call)
 are kept per query, then averaged overall and per group (MetaQA's hop count, the question type).
 
 Metric conventions are those of ``metrics``: ``@k`` on the first k of the ranking, MRR over the
@@ -25,12 +25,13 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from loaders.kg import Query
-from seeder_dgl.errors import SeederError
-from seeder_dgl.evaluation.metrics import batch_metrics, metric_names
 from seeder_dgl.datasets import profile_prefix
-from seeder_dgl.graphstore.backend import GraphBackend, RetrievalSettings
+from seeder_dgl.errors import SeederError
+from seeder_dgl.metrics import batch_metrics, metric_names
 from seeder_dgl.retrieval.base import GraphRetriever
 from seeder_dgl.retrieval.methods import BASELINES, make_retriever
+from seeder_dgl.retrieval.pipeline import GraphBackend, RetrievalSettings
+from seeder_dgl.subgraph.cache import load_split
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 Ranking = list[tuple[int, float]]
@@ -224,7 +225,6 @@ def cached_subgraphs(folder: Path, settings: RetrievalSettings) -> tuple[dict[in
     """
     import json
 
-    from seeder_dgl.subgraph.cache import load_split
 
     folder = Path(folder)
     manifest = folder / "manifest.json"

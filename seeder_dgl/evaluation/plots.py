@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from loaders.kg import Query, atomic_write
-from seeder_dgl.evaluation.metrics import batch_metrics
+from seeder_dgl.metrics import batch_metrics
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_select, rank_desc
 
 SWEEP_BUDGETS = (10, 20, 50, 100, 150, 200, 300, 500)

@@ -13,21 +13,20 @@ import json
 import time
 from dataclasses import replace
 
-
 from loaders.kg import Query
+from seeder_dgl.datasets import TUNE_RECORD, dataset_dir, get_spec, read_manifest, write_manifest
+from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
-from seeder_dgl.evaluation.coverage import CoverageSetting, coverage
+from seeder_dgl.evaluation.command import sample_indices
+from seeder_dgl.evaluation.coverage import CANDIDATES, CoverageSetting, coverage
+from seeder_dgl.fileio import atomic_write_json
+from seeder_dgl.graphstore import lease
+from seeder_dgl.graphstore.connection import open_driver
+from seeder_dgl.graphstore.export import export_graph
+from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.retrieval.extract import ensure_linking
+from seeder_dgl.retrieval.pipeline import MemoryGraph
 
-# Cheapest first: the paper's B = 150 over two hops for each seeding mode, then three hops in
-# B = 500 (the budgets that won on MetaQA's validation split for 3-hop questions).
-CANDIDATES = (
-    CoverageSetting("dense", 3, (50, 97)),
-    CoverageSetting("fulltext", 1, (50, 99)),
-    CoverageSetting("hybrid", 3, (50, 97)),
-    CoverageSetting("dense", 3, (15, 110, 372)),
-    CoverageSetting("fulltext", 1, (15, 110, 374)),
-    CoverageSetting("hybrid", 3, (15, 110, 372)),
-)
 MIN_PRIOR_QUESTIONS = 100
 """Training questions with an answer needed before a relation prior is fitted and tried."""
 TOLERANCE = 0.01
@@ -48,7 +47,6 @@ def tuning_questions(qa, seed: int = 0) -> tuple[list[Query], str]:
     if not val:
         raise SeederError(f"{qa.name} has no validation or training question with an answer in the graph: "
                           "check that the answers name nodes of this graph")
-    from seeder_dgl.evaluation.command import sample_indices
 
     return [val[i] for i in sample_indices(len(val), MAX_QUESTIONS, seed)], used
 
@@ -81,9 +79,6 @@ def _setting(row: dict) -> CoverageSetting:
 def _fit_linking(driver, graph, qa, console):
     """The entity linker and relation prior fitted on the training questions (``extract`` would fit
     the same; they are stored with the dataset), or (None, None) with too few training questions."""
-    from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.subgraph.extract import ensure_linking
-
     train = [q for q in qa.split("train") if q.answers] if "train" in qa.splits else []
     if len(train) < MIN_PRIOR_QUESTIONS:
         return None, None
@@ -110,14 +105,6 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
     from rich.console import Console
     from rich.table import Table
 
-    from seeder_dgl.datasets import TUNE_RECORD, dataset_dir, get_spec, read_manifest, write_manifest
-    from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.fileio import atomic_write_json
-    from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore import lease
-    from seeder_dgl.graphstore.export import export_graph
-    from seeder_dgl.graphstore.live import LiveGraph
-    from seeder_dgl.graphstore.backend import MemoryGraph
 
     console = console or Console()
     spec = get_spec(dataset)

@@ -247,8 +247,8 @@ class InPlaceAdopter:
                              "dataset name, so that nothing of yours is overwritten")
 
         summary = AdoptSummary(self.dataset, writer.label, 0, 0, 0, int(dimension), model, created=record is None)
-        writer._run("schema/node_id_constraint", "creating the id constraint")
-        writer._run("dataset/begin", "opening the dataset record", name=self.dataset, meta={
+        writer.run("schema/node_id_constraint", "creating the id constraint")
+        writer.run("dataset/begin", "opening the dataset record", name=self.dataset, meta={
             "label": writer.label, "model": model, "dimension": int(dimension), "store_schema": schema.to_record(),
             "adopted_from": source.to_record(), "relation_names": (record or {}).get("relation_names") or [],
             "relation_types": (record or {}).get("relation_types") or [],
@@ -265,12 +265,12 @@ class InPlaceAdopter:
         summary.added = self._add_new(source, owned, encode, dimension, summary, say)
         names, types, emb, counts = self._relations(record, encode_relations)
         summary.relation_types, summary.relationships = len(types), counts
-        writer._create_indexes(int(dimension), quantization, ef_construction, progress=False)
+        writer.create_indexes(int(dimension), quantization, ef_construction, progress=False)
         if summary.added or summary.released:  # the id index's statistics changed (see the statement)
-            writer._run("schema/prepare_for_replanning", "refreshing the index statistics", seconds=300)
+            writer.run("schema/prepare_for_replanning", "refreshing the index statistics", seconds=300)
         summary.nodes = int(self._run("ingest/count_nodes", "counting the adopted nodes")[0]["nodes"])
         summary.seconds = time.perf_counter() - start
-        writer._run("dataset/finish", "closing the dataset record", name=self.dataset, summary={
+        writer.run("dataset/finish", "closing the dataset record", name=self.dataset, summary={
             "num_nodes": summary.nodes, "num_relationships": summary.relationships, "relation_names": names,
             "relation_types": types, "relation_embeddings": emb, "seconds": round(summary.seconds, 3)})
         return summary

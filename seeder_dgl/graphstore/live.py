@@ -25,7 +25,7 @@ from seeder_dgl.graphstore.cypher import degree_counts, query, quiet
 from seeder_dgl.graphstore.procedures import khop_engine, khop_setting
 from seeder_dgl.graphstore.schema import StoreSchema
 from seeder_dgl.graphstore.sketch import query_sketch
-from seeder_dgl.retrieval.linking import CANDIDATES, NameQuery
+from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 
@@ -357,15 +357,15 @@ class LiveGraph:
                 break
             # The first hop starts from the few seeds; later frontiers reach hubs.
             parts = 1 if h == 1 else self.hop_partitions
-            rows = self._hop(parts, f"K-hop expansion, hop {h}", selected, limit, frontier=frontier,
+            rows = self.hop_neighbours(parts, f"K-hop expansion, hop {h}", selected, limit, frontier=frontier,
                              relation_similarity=rel_sim[h - 1], embedding=vec, **sketched)
             frontier = [{"id": node, "similarity": sim} for node, sim, _ in rows]
             selected.update(node for node, _, _ in rows)
             added.extend((node, h, score) for node, _, score in rows)
         return added
 
-    def _hop(self, partitions: int, what: str, selected: set[int], limit: int,
-             **params) -> list[tuple[int, float, float]]:
+    def hop_neighbours(self, partitions: int, what: str, selected: set[int], limit: int,
+                       **params) -> list[tuple[int, float, float]]:
         """One hop as ``partitions`` concurrent queries: the best ``limit`` (id, similarity, score)
         of the nodes not ``selected``, by score descending, then id.
 
@@ -504,18 +504,3 @@ class LiveGraph:
             if name in self._relation_id:
                 out[self._relation_id[name]] = 1
         return out
-
-    # ---- neighbourhoods for PPR, PCST and beam (graphstore.neighbourhood) ------------------------
-    def ego_graph(self, embedding: np.ndarray, seeds: list[tuple[int, float]], hops: int = 2,
-                  max_nodes: int = 2000):
-        """The seeds' BFS neighbourhood as ``MemoryGraph.ego_graph`` builds it (``EgoGraph``)."""
-        from seeder_dgl.graphstore.neighbourhood import live_ego_graph
-
-        return live_ego_graph(self, embedding, seeds, hops, max_nodes)
-
-    def best_neighbours(self, embedding: np.ndarray, frontier: list[tuple[int, float]], exclude, limit: int,
-                        node_weight: float = 1.0, relation_weight: float = 0.0):
-        """The best ``limit`` neighbours of a weighted frontier (``Neighbours``), as in memory."""
-        from seeder_dgl.graphstore.neighbourhood import live_best_neighbours
-
-        return live_best_neighbours(self, embedding, frontier, exclude, limit, node_weight, relation_weight)

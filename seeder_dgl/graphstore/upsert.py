@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
-from neo4j import Driver
 from neo4j.exceptions import DriverError, Neo4jError
 
-from loaders.files import node_key
+from loaders.files import node_key, read_text
 from loaders.kg import DataError, to_identifier, unique_identifiers
+from neo4j import Driver
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet
@@ -53,8 +53,6 @@ class EdgeRow:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    from loaders.files import read_text
-
     rows = []
     lines = read_text(Path(path)).splitlines()  # one-line errors for missing, binary or non-UTF-8 files
     for number, line in enumerate(lines, start=1):

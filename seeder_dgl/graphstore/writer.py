@@ -202,7 +202,7 @@ class GraphWriter:
                                            "the other one is done")
 
     # ---- small helpers --------------------------------------------------------------------
-    def _run(self, statement: str, what: str, identifiers: dict | None = None, **params):
+    def run(self, statement: str, what: str, identifiers: dict | None = None, **params):
         """One statement with the dataset's label and property names in its slots (``identifiers``
         adds or overrides some)."""
         names = {**(self.schema.identifiers() if self.schema else {}), **(identifiers or {})}
@@ -226,7 +226,7 @@ class GraphWriter:
         if existing is not None and existing.get("label"):
             return str(existing["label"])
         label = dataset_label(self.dataset)
-        owner = self._run("dataset/label_owner", "checking the dataset label", name=self.dataset, label=label).records
+        owner = self.run("dataset/label_owner", "checking the dataset label", name=self.dataset, label=label).records
         if owner:
             raise IngestError(f"label {label} already belongs to dataset {owner[0]['name']!r}: choose another name")
         return label
@@ -237,14 +237,14 @@ class GraphWriter:
         ``ingest`` checks it before writing; the CLI also before minutes of encoding."""
         if self.record() is not None:
             return
-        found = int(self._run("dataset/label_nodes", "checking the dataset label").records[0]["nodes"])
+        found = int(self.run("dataset/label_nodes", "checking the dataset label").records[0]["nodes"])
         if found:
             raise IngestError(f"{found:,} nodes already carry the label {self.label} and no seeder-dgl dataset owns "
                               f"them: they are not seeder-dgl's to write to or drop; ingest under another name "
                               f"(--name), or use them in place with `seeder-dgl adopt`")
 
     def record(self) -> dict | None:
-        records = self._run("dataset/get", "reading the dataset record", name=self.dataset).records
+        records = self.run("dataset/get", "reading the dataset record", name=self.dataset).records
         return dict(records[0]["meta"]) if records else None
 
     def reset(self, progress: bool = False, forget: bool = True, drop_constraint: bool = False) -> int:
@@ -267,10 +267,10 @@ class GraphWriter:
         The record is marked 'deleting' first and removed last: a reset cut off half way leaves a
         record that owns the label and says so, and the next ingest, adopt or drop finishes it.
         """
-        self._run("dataset/mark_deleting", "marking the dataset record", name=self.dataset)
+        self.run("dataset/mark_deleting", "marking the dataset record", name=self.dataset)
         # Indexes first: taking properties off nodes that an index covers costs an index update each.
         for statement in ("schema/drop_vector_index", "schema/drop_fulltext_index", "schema/drop_words_index"):
-            self._run(statement, "dropping the dataset's indexes")
+            self.run(statement, "dropping the dataset's indexes")
         statements = (("adopt/release",) if self.schema.in_place else
                       ("dataset/delete_relationships", "dataset/delete_nodes"))
         # keep=None: adopt/release takes seeder-dgl's label and properties off every node
@@ -278,9 +278,9 @@ class GraphWriter:
                                         keep=None)
                 for statement in statements}
         if drop_constraint or self.schema.in_place:
-            self._run("schema/drop_id_constraint", "dropping the id constraint")
+            self.run("schema/drop_id_constraint", "dropping the id constraint")
         if forget:
-            self._run("dataset/delete_record", "deleting the dataset record", name=self.dataset)
+            self.run("dataset/delete_record", "deleting the dataset record", name=self.dataset)
         return done[statements[-1]]
 
     def drop(self) -> int:
@@ -345,7 +345,7 @@ class GraphWriter:
                 )
             if existing.get("status") == "complete":
                 # An index dropped by hand comes back; else a no-op.
-                self._create_indexes(dim, quantization, ef_construction, progress)
+                self.create_indexes(dim, quantization, ef_construction, progress)
                 sketched = self.add_missing_sketches(progress)  # a dataset from before sketches gets them
                 return IngestSummary(self.dataset, existing["num_nodes"], existing["num_relationships"],
                                      existing.get("duplicates_removed", 0), dim, model,
@@ -354,7 +354,7 @@ class GraphWriter:
 
         if existing is None:
             self.refuse_foreign_nodes()
-        self._run("schema/node_id_constraint", "creating the id constraint")
+        self.run("schema/node_id_constraint", "creating the id constraint")
         meta = {
             "label": self.label, "model": model, "dimension": dim, "fingerprint": digest,
             "num_nodes": kg.num_nodes, "num_relationships": int(keep.shape[0]),
@@ -363,7 +363,7 @@ class GraphWriter:
             "relation_names": list(kg.relation_names), "relation_types": rel_types,
             "relation_embeddings": rel_emb.reshape(-1).astype(float).tolist(),
         }
-        state = dict(self._run("dataset/begin", "opening the ingest record", name=self.dataset, meta=meta)
+        state = dict(self.run("dataset/begin", "opening the ingest record", name=self.dataset, meta=meta)
                      .records[0]["meta"])
         nodes_done, rels_done = int(state["nodes_done"]), int(state["relationships_done"])
         summary = IngestSummary(self.dataset, kg.num_nodes, int(keep.shape[0]), duplicates, dim, model,
@@ -380,7 +380,7 @@ class GraphWriter:
             # Indexes last: populated while relationships were still being written (tried at
             # Prime scale), the HNSW build took the second core and halved the relationship rate.
             t0 = time.perf_counter()
-            self._create_indexes(dim, quantization, ef_construction, progress)
+            self.create_indexes(dim, quantization, ef_construction, progress)
             summary.index_seconds = time.perf_counter() - t0
             if summary.resumed:  # batches written by a version without sketches, before this run
                 summary.extra["sketched"] = self.add_missing_sketches(progress)
@@ -388,7 +388,7 @@ class GraphWriter:
             raise IngestError(describe_neo4j_error(exc, "ingest stopped") +
                               "; committed batches are kept: run the same command again to resume") from exc
         summary.seconds = time.perf_counter() - start
-        self._run("dataset/finish", "closing the ingest record", name=self.dataset, summary={
+        self.run("dataset/finish", "closing the ingest record", name=self.dataset, summary={
             "seconds": round(summary.seconds, 3), "nodes_done": kg.num_nodes,
             "relationships_done": int(keep.shape[0])})
         return summary
@@ -458,15 +458,15 @@ class GraphWriter:
         with _progress(progress) as bars:
             task = bars.add_task(f"sketches of {self.dataset}", total=None, rate="")
             while True:
-                page = self._run("ingest/unsketched", "reading nodes without a sketch",
-                                 limit=self.node_batch).records[0]
+                page = self.run("ingest/unsketched", "reading nodes without a sketch",
+                                limit=self.node_batch).records[0]
                 if not page["ids"]:
                     if done:
-                        self._run("dataset/sketches_changed", "recording the new sketches", name=self.dataset)
+                        self.run("dataset/sketches_changed", "recording the new sketches", name=self.dataset)
                     return done
                 emb = np.asarray(page["embeddings"], dtype=np.float32)
                 rows = [{"id": int(i), **props} for i, props in zip(page["ids"], sketch_properties(emb))]
-                self._run("ingest/sketches", "writing sketches", rows=rows)
+                self.run("ingest/sketches", "writing sketches", rows=rows)
                 done += len(rows)
                 bars.update(task, completed=done, rate=f"{done:,} nodes")
 
@@ -488,13 +488,13 @@ class GraphWriter:
                               "so their relationships cannot be written: run the ingest again with --reset")
         return key
 
-    def _create_indexes(self, dim: int, quantization: bool, ef_construction: int = EF_CONSTRUCTION,
-                        progress: bool = False) -> None:
+    def create_indexes(self, dim: int, quantization: bool, ef_construction: int = EF_CONSTRUCTION,
+                       progress: bool = False) -> None:
         """Create the vector and both full-text indexes (if missing) and wait until all are ONLINE."""
-        self._run("schema/vector_index", "creating the vector index",
-                  dimensions=dim, quantization=quantization, ef_construction=int(ef_construction))
-        self._run("schema/fulltext_index", "creating the full-text index")
-        self._run("schema/words_index", "creating the name-words index")
+        self.run("schema/vector_index", "creating the vector index",
+                 dimensions=dim, quantization=quantization, ef_construction=int(ef_construction))
+        self.run("schema/fulltext_index", "creating the full-text index")
+        self.run("schema/words_index", "creating the name-words index")
         with _progress(progress) as bars:
             for index in (f"{self.label}_embedding", f"{self.label}_name", f"{self.label}_words"):
                 self.wait_for_index(index, bars)
@@ -508,7 +508,7 @@ class GraphWriter:
         task = bars.add_task(f"index {name}", total=100, rate="") if bars is not None else None
         deadline = time.monotonic() + timeout
         while True:
-            rows = self._run("schema/index_state", f"reading the state of index {name}", name=name).records
+            rows = self.run("schema/index_state", f"reading the state of index {name}", name=name).records
             if not rows:
                 raise IngestError(f"index {name} does not exist: run the same command again to create it")
             state, percent = rows[0]["state"], float(rows[0]["populationPercent"] or 0.0)

@@ -8,7 +8,7 @@ how relevant is each selected node once expansion is over.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -17,9 +17,6 @@ from seeder_dgl.model.batch import SubgraphBatch
 from seeder_dgl.model.encoder import SparseGraphTransformer
 from seeder_dgl.model.heads import ExpansionHead, ScoringHead
 from seeder_dgl.model.ops import MessagePassingOps, select_ops
-
-if TYPE_CHECKING:
-    from seeder_dgl.training.config import TrainConfig
 
 
 @dataclass
@@ -109,9 +106,11 @@ class SeederPolicy(nn.Module):
         self.scoring_head = ScoringHead(hidden_dim, in_dim, dropout)
 
     @classmethod
-    def from_config(cls, cfg: "TrainConfig", in_dim: int, num_relations: int,
+    def from_config(cls, cfg, in_dim: int, num_relations: int,
                     relation_text: Tensor | None = None, num_node_types: int = 0) -> "SeederPolicy":
-        """``num_node_types``: type slots (vocabulary + unknown); used only when ``cfg.node_types``."""
+        """The policy a ``training.config.TrainConfig`` describes (read by field: the model layer does
+        not import training). ``num_node_types``: type slots (vocabulary + unknown); used only when
+        ``cfg.node_types``."""
         if cfg.relation_text and relation_text is None:
             raise ValueError("cfg.relation_text is set: pass the [num_relations, d] relation-name embeddings")
         return cls(in_dim, num_relations, hidden_dim=cfg.hidden_dim, num_layers=cfg.num_layers, heads=cfg.heads,

@@ -18,8 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from seeder_dgl.graphstore.backend import GraphBackend, RetrievalSettings, Seeds
-from seeder_dgl.graphstore.seeding import seed
+from seeder_dgl.retrieval.pipeline import GraphBackend, RetrievalSettings, Seeds
+from seeder_dgl.retrieval.seeding import seed
 from seeder_dgl.validation import check_k
 
 Ranking = list[tuple[int, float]]

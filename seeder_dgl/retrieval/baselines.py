@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from seeder_dgl.graphstore.backend import seed_and_expand
-from seeder_dgl.graphstore.neighbourhood import EgoGraph
 from seeder_dgl.retrieval.base import GraphRetriever, Ranked
 from seeder_dgl.retrieval.memory import max_by_group, rank_by_score, rank_desc
+from seeder_dgl.retrieval.neighbourhood import EgoGraph, best_neighbours, ego_graph
+from seeder_dgl.retrieval.pipeline import seed_and_expand
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,7 +55,7 @@ class KHopRetriever(GraphRetriever):
 # Personalized PageRank, and MMR on top of it
 # ---------------------------------------------------------------------------------------------
 class PPRRetriever(GraphRetriever):
-    """Personalized PageRank on the 2-hop ego graph of the seeds (``GraphBackend.ego_graph``).
+    """Personalized PageRank on the 2-hop ego graph of the seeds (``retrieval.neighbourhood.ego_graph``).
 
     Restart distribution on the seeds proportional to max(sim, 0) (uniform if all are <= 0),
     restart probability 0.15, at most 20 power iterations (stop early at L1 change < 1e-12),
@@ -103,7 +103,7 @@ class PPRRetriever(GraphRetriever):
     def scores(self, question: str, embedding: np.ndarray):
         """(seeds, ego graph, PPR vector, combined score) for one question."""
         seeds = self.seed(question, embedding)
-        ego = self.graph.ego_graph(embedding, seeds, self.hops, self.max_nodes)
+        ego = ego_graph(self.graph, embedding, seeds, self.hops, self.max_nodes)
         if not seeds:
             return seeds, ego, np.zeros(0), np.zeros(0)
         pr = self.ppr(ego, len(seeds))
@@ -170,7 +170,7 @@ class BeamRetriever(GraphRetriever):
     Weights (0.5 / 0.35 / 0.15, penalty 0.02, width 20) are project choices.
 
     Each hop asks the backend for its best ``max(k, beam_width)`` candidates only
-    (``GraphBackend.best_neighbours``): a node among the k best overall is among the k best of
+    (``retrieval.neighbourhood.best_neighbours``): a node among the k best overall is among the k best of
     the hop that gave it its score, so the top k equal those of ranking every candidate.
     """
 
@@ -195,8 +195,8 @@ class BeamRetriever(GraphRetriever):
         for _ in range(self.hops):
             if not beam:
                 break
-            found = self.graph.best_neighbours(embedding, [(v, self.w_path * s) for v, s in beam], expanded,
-                                               max(k, self.beam_width), self.w_node, self.w_rel)
+            found = best_neighbours(self.graph, embedding, [(v, self.w_path * s) for v, s in beam], expanded,
+                                    max(k, self.beam_width), self.w_node, self.w_rel)
             if not len(found):
                 break
             score = found.score - self.hop_penalty
@@ -266,7 +266,7 @@ class PCSTRetriever(GraphRetriever):
 
     def rank(self, question: str, embedding: np.ndarray, k: int) -> Ranked:
         seeds = self.seed(question, embedding)
-        ego = self.graph.ego_graph(embedding, seeds, self.hops, self.max_nodes)
+        ego = ego_graph(self.graph, embedding, seeds, self.hops, self.max_nodes)
         if ego.num_nodes == 0:
             return Ranked([], seeds, 0)
         in_tree = np.zeros(ego.num_nodes, dtype=bool)

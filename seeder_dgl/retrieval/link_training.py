@@ -29,14 +29,13 @@ import numpy as np
 from loaders.kg import Query
 from loaders.perturb import TYPED_MIX, perturb
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
 from seeder_dgl.retrieval.linking import (
-    CANDIDATES,
     EntityLinker,
     JOINED_NAME,
     PLACEHOLDER,
     LinkExample,
     Mentions,
-    NameQuery,
     add_relation_features,
     fit_linker,
     mention_table,
@@ -142,7 +141,7 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
 
     Where too few questions reach an answer from their topic to fit a prior, the linker is fitted
     without the relation features, unless ``require_prior`` (then a one-line error). ``graph`` is a
-    ``graphstore.backend.MemoryGraph`` exported from the live dataset: candidates come from its name
+    ``retrieval.pipeline.MemoryGraph`` exported from the live dataset: candidates come from its name
     index, relation paths from its arrays. ``encode``: the dataset's encoder for questions and
     templates (``TextEncoder.encode``). With ``encode_tokens`` (``TextEncoder.encode_query_tokens``)
     the prior reads the templates' tokens too (``fit_token_prior``), else their embeddings only.

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from seeder_dgl.errors import SeederError
-from seeder_dgl.graphstore.backend import GraphBackend, RetrievalSettings
+from seeder_dgl.retrieval.pipeline import GraphBackend, RetrievalSettings
 from seeder_dgl.retrieval.base import GraphRetriever
 from seeder_dgl.retrieval.baselines import (
     BeamRetriever,

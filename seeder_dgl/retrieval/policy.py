@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from seeder_dgl.graphstore.backend import Seeds, seed_and_expand
+from seeder_dgl.retrieval.pipeline import Seeds, seed_and_expand
 from seeder_dgl.retrieval.base import GraphRetriever, Ranked
 from seeder_dgl.subgraph.record import QuerySubgraph
 

@@ -39,7 +39,7 @@ UNREACHED = np.iinfo(np.int16).max
 FEATURE_CACHE_SIZE = 2048
 """Templates whose input vectors one bound prior keeps (about 25 MB for a token prior at 384
 dimensions): the entity linker and K-hop read the same template of a question, and ``extract``
-embeds a batch of them ahead (``graphstore.backend.prefetch_linking``)."""
+embeds a batch of them ahead (``retrieval.pipeline.prefetch_linking``)."""
 
 
 def bfs_distances(graph: GraphArrays, sources: np.ndarray, max_hops: int) -> np.ndarray:

@@ -16,10 +16,25 @@ from typing import Any
 
 import numpy as np
 
+from seeder_dgl.datasets import (
+    DatasetContext,
+    cache_root,
+    find_spec,
+    model_label,
+    resolve_profile,
+    retrieval_profile,
+    run_dir,
+)
 from seeder_dgl.errors import SeederError, check_dataset_name
-from seeder_dgl.validation import check_output_folder
+from seeder_dgl.graphstore.connection import open_driver
+from seeder_dgl.graphstore.export import export_graph
+from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.subgraph.cache import load_split
 from seeder_dgl.threads import configure_threads
-from seeder_dgl.training.config import ABLATIONS, DATASET_DEFAULTS, TrainConfig
+from seeder_dgl.training.config import ABLATIONS, DATASET_DEFAULTS, TrainConfig, auto_epochs
+from seeder_dgl.training.trainer import train
+from seeder_dgl.validation import check_output_folder
+
 
 @dataclass
 class GraphFeatures:
@@ -41,11 +56,6 @@ def load_features(dataset: str, cache_dir: Path | None = None, uses_prior: bool 
     """Node embeddings and relation types of ``dataset`` from Neo4j (through the cached export);
     ``uses_prior``: whether the profile's subgraphs were grown with the relation prior (recorded in
     ``meta["bound_to"]``, which the policy is then bound to)."""
-    from seeder_dgl.datasets import cache_root, model_label
-    from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore.export import export_graph
-    from seeder_dgl.graphstore.live import LiveGraph
-
     root = Path(cache_dir) if cache_dir else cache_root()
     with open_driver() as driver:
         info = LiveGraph(driver, dataset).info
@@ -77,7 +87,6 @@ def build_config(dataset: str, *, epochs: int | None = None, device: str = "auto
     options.update(seed=seed, ablation=ablation, device=device)
     if epochs is not None:
         options["epochs"] = epochs
-    from seeder_dgl.datasets import retrieval_profile
 
     base = defaults_row(dataset)
 
@@ -94,8 +103,6 @@ def build_config(dataset: str, *, epochs: int | None = None, device: str = "auto
 def defaults_row(dataset: str) -> str:
     """The ``DATASET_DEFAULTS`` row a dataset's policy starts from: its own, its spec's
     ``train_defaults`` (a graph of your own: 'generic'), else Prime's."""
-    from seeder_dgl.datasets import find_spec
-
     spec = find_spec(dataset)
     row = (spec.train_defaults or spec.name) if spec else dataset
     return row if row in DATASET_DEFAULTS else "prime"
@@ -115,8 +122,6 @@ def resolve_device(device: str) -> str:
 
 def default_run_dir(dataset: str, ablation: str = "full", profile: str = "paper") -> Path:
     """``runs/<dataset>/<ablation>``; another profile's runs are ``runs/<dataset>/<profile>-<ablation>``."""
-    from seeder_dgl.datasets import run_dir
-
     return run_dir(dataset, profile, ablation)
 
 
@@ -138,11 +143,8 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
         check_output_folder(out)  # before minutes of loading
     thread_info = configure_threads(threads)  # before DGL and the export are touched
 
-    from seeder_dgl.datasets import DatasetContext, resolve_profile
 
     profile = resolve_profile(dataset, profile)
-    from seeder_dgl.subgraph.cache import load_split
-    from seeder_dgl.training.trainer import train
 
     cfg = build_config(dataset, epochs=epochs, device=resolve_device(device), seed=seed, ablation=ablation,
                        overrides=overrides, profile=profile)
@@ -150,8 +152,6 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
     splits = {s: ds.subgraph_dir(s) for s in ("train", "val")}
     train_records, train_q = load_split(splits["train"])
     if epochs is None and defaults_row(dataset) == "generic":
-        from seeder_dgl.training.config import auto_epochs
-
         cfg = replace(cfg, epochs=auto_epochs(len(train_records)))
     val_records, val_q = load_split(splits["val"])
     if limit is not None:

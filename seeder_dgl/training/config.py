@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, fields, replace
 from typing import Any
+
+from seeder_dgl.datasets import profile_prefix
 
 RANK_LOSSES = ("bpr", "listwise")
 ABLATIONS = ("full", "rerank", "greedy_baseline", "single_trajectory", "no_baseline", "no_aux")
@@ -167,8 +168,6 @@ class TrainConfig:
     @property
     def subgraph_prefix(self) -> str:
         """Cache folders and run folders of a non-paper profile carry its name ('deep-train')."""
-        from seeder_dgl.datasets import profile_prefix
-
         return profile_prefix(self.profile)
 
 

@@ -47,8 +47,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 
 from seeder_dgl.errors import SeederError
-from seeder_dgl.evaluation.metrics import DEFAULT_KS, batch_metrics
-from seeder_dgl.inference import EVAL_BATCH_SIZE, rank_subgraphs
+from seeder_dgl.metrics import DEFAULT_KS, batch_metrics
 from seeder_dgl.model.ops import MessagePassingOps, TorchOps, select_ops
 from seeder_dgl.model.policy import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
@@ -58,6 +57,7 @@ from seeder_dgl.training.checkpoint import (FeatureRows, Preprocessing, build_po
                                             relation_text_table)
 from seeder_dgl.training.config import TrainConfig
 from seeder_dgl.training.optimizer import FlatAdamW
+from seeder_dgl.training.ranking import EVAL_BATCH_SIZE, rank_subgraphs
 from seeder_dgl.training.rollout import training_objective
 from seeder_dgl.training.run_state import LoopState, RunWriter, data_fingerprint, read_resumable
 
@@ -128,7 +128,7 @@ def subgraph_metrics(rankings: Sequence, records: Sequence[QuerySubgraph],
                      ks: Sequence[int] = DEFAULT_KS) -> dict[str, np.ndarray]:
     """Per-query metric arrays of ``rankings`` (ids or (id, score) pairs), one per record.
 
-    Same conventions as ``evaluation.metrics`` (Recall ÷ |A(q)|, MRR over the whole ranking,
+    Same conventions as ``seeder_dgl.metrics`` (Recall ÷ |A(q)|, MRR over the whole ranking,
     0 for queries without answers), with |A(q)| = ``record.num_answers``.
     """
     if len(rankings) != len(records):

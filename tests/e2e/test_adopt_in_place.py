@@ -261,7 +261,7 @@ def test_khop_on_a_graph_adopted_in_place_equals_the_reference(neo4j_driver, dat
     """The adopted dataset's K-hop (its own id, embedding and sketch properties, the user's
     relationships) selects what the in-memory reference selects on its export."""
     from seeder_dgl.graphstore.adopt import AdoptSource, InPlaceAdopter
-    from seeder_dgl.graphstore.backend import MemoryGraph
+    from seeder_dgl.retrieval.pipeline import MemoryGraph
     from seeder_dgl.graphstore.cypher import query
     from seeder_dgl.graphstore.export import export_graph
     from seeder_dgl.graphstore.writer import GraphWriter

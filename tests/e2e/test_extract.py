@@ -10,8 +10,8 @@ from seeder_dgl.graphstore.export import export_graph
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.graphstore.writer import GraphWriter
 from seeder_dgl.subgraph import cache
-from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
-from seeder_dgl.subgraph.extract import extract_split
+from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings
+from seeder_dgl.retrieval.extract import extract_split
 from tests.helpers.graphs import random_embeddings, random_kg
 
 
@@ -173,6 +173,7 @@ def test_every_method_ranks_the_live_graph_as_the_export(graph, neo4j_driver, da
     neighbourhoods cut to their most similar nodes (a small ``max_nodes``) and beam's weighted hops."""
     from seeder_dgl.retrieval.baselines import BeamRetriever, PCSTRetriever, PPRMMRRetriever, PPRRetriever
     from seeder_dgl.retrieval.methods import BASELINES, make_retriever
+    from seeder_dgl.retrieval.neighbourhood import live_ego_graph
 
     live, emb = graph
     queries, q = _queries(6, emb)
@@ -184,7 +185,7 @@ def test_every_method_ranks_the_live_graph_as_the_export(graph, neo4j_driver, da
     pairs.append((BeamRetriever(live, settings, beam_width=5), BeamRetriever(memory, settings, beam_width=5)))
     for query, vector in zip(queries, q):
         seeds = memory.dense_seeds(vector, 3)
-        on_live, in_memory = live.ego_graph(vector, seeds, 2, 40), memory.ego_graph(vector, seeds, 2, 40)
+        on_live, in_memory = live_ego_graph(live, vector, seeds, 2, 40), memory.ego_graph(vector, seeds, 2, 40)
         assert on_live.node_ids.tolist() == in_memory.node_ids.tolist()
         assert on_live.hop.tolist() == in_memory.hop.tolist()
         np.testing.assert_allclose(on_live.sim, in_memory.sim, atol=1e-5)

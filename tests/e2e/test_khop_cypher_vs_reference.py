@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from loaders.kg import KnowledgeGraph
-from seeder_dgl.graphstore.backend import MemoryGraph
+from seeder_dgl.retrieval.pipeline import MemoryGraph
 from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.graphstore.writer import GraphWriter, dataset_label as label_for

@@ -59,7 +59,11 @@ def test_drop_removes_only_seeder_dgls_files_from_the_datasets_cache_folder(own_
     folder = own_env / "cache" / name
     assert (folder / "ingest.json").is_file()
     (folder / "my-notes.txt").write_text("mine")
-    dropped = runner.invoke(app, ["drop", name, "--yes"])
+    declined = runner.invoke(app, ["drop", name], input="n\n")  # asked, and the answer is no
+    assert declined.exit_code == 1 and "Remove dataset" in declined.output, declined.output
+    assert (folder / "ingest.json").is_file()
+    assert neo4j_driver.execute_query(f"MATCH (n:{label_for(name)}) RETURN n LIMIT 1").records
+    dropped = runner.invoke(app, ["drop", name], input="y\n")
     assert dropped.exit_code == 0, dropped.output
     assert sorted(p.name for p in folder.iterdir()) == ["my-notes.txt"]
     assert "my-notes.txt" in dropped.output.replace("\n", " ")

@@ -8,7 +8,7 @@ import pytest
 from loaders.kg import KnowledgeGraph
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.live import LiveGraph
-from seeder_dgl.graphstore.seeding import check_mode, fuse, seed
+from seeder_dgl.retrieval.seeding import check_mode, fuse, seed
 from seeder_dgl.retrieval.linking import link
 from seeder_dgl.graphstore.writer import GraphWriter
 from tests.helpers.graphs import random_embeddings
@@ -61,7 +61,7 @@ def test_fulltext_seeding_on_neo4j_finds_rare_names(neo4j_driver, dataset_label,
 
         # eval --profile on the export: each question's names read from Neo4j once, then every
         # method seeds in memory as the live graph does
-        from seeder_dgl.graphstore.backend import MemoryGraph
+        from seeder_dgl.retrieval.pipeline import MemoryGraph
         from seeder_dgl.graphstore.export import export_graph
 
         memory = MemoryGraph.from_export(export_graph(neo4j_driver, dataset_label, tmp_path / "export",
@@ -138,7 +138,7 @@ def test_names_joined_with_underscores_are_found_from_questions_typed_with_space
     "Championnat_d'Écosse_de_football_D2_2013-2014" as one term, which a question typed with spaces
     or without punctuation cannot reach; the name-words index, asked in the same statement,
     reaches it word by word. ``reset`` removes that index with the others."""
-    from seeder_dgl.retrieval.linking import NameQuery
+    from seeder_dgl.graphstore.name_index import NameQuery
 
     names = ["Championnat_d'Écosse_de_football_D2_2013-2014", "Championnat_d'Écosse_de_football_D2_2016-2017",
              "Virginia_gubernatorial_election,_1993", "Scotland", "Football"]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from seeder_dgl.errors import SeederError
-from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
-from seeder_dgl.graphstore.neighbourhood import memory_best_neighbours, memory_ego_graph
+from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings
+from seeder_dgl.retrieval.neighbourhood import memory_best_neighbours, memory_ego_graph
 from seeder_dgl.retrieval.base import GraphRetriever
 from seeder_dgl.retrieval.baselines import (
     BeamRetriever,

@@ -20,8 +20,8 @@ from seeder_dgl.evaluation.evaluate import (
     group_index,
     resolve_methods,
 )
-from seeder_dgl.evaluation.metrics import query_metrics
-from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
+from seeder_dgl.metrics import query_metrics
+from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_filter, unit_query
 from seeder_dgl.retrieval.policy import PolicyRetriever
 from seeder_dgl.retrieval.relation_prior import RelationPrior

@@ -8,10 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from seeder_dgl.retrieval.linking import (FEATURES, EntityLinker, LinkExample, NameQuery, add_relation_features,
-                                          allowed_edits,
-                                          fit_linker, fold, link, lucene_query, mention_table, question_template,
-                                          tokenize, word_rates)
+from seeder_dgl.graphstore.name_index import NameQuery, fold, lucene_query
+from seeder_dgl.retrieval.linking import (FEATURES, EntityLinker, LinkExample, add_relation_features, allowed_edits,
+                                          fit_linker, link, mention_table, question_template, tokenize, word_rates)
 
 F = {name: i for i, name in enumerate(FEATURES)}
 
@@ -188,7 +187,7 @@ def test_the_stored_linker_is_read_with_its_prior_or_refused_in_one_line():
     from types import SimpleNamespace
 
     from seeder_dgl.errors import SeederError
-    from seeder_dgl.graphstore.backend import stored_linker
+    from seeder_dgl.retrieval.pipeline import stored_linker
 
     rng = np.random.default_rng(1)
     linker = fit_linker(_examples(rng, 20), {}, ["person", "tag"], steps=20)

@@ -249,7 +249,7 @@ def test_names_written_with_underscores_are_also_asked_word_by_word_where_the_wo
     """A dataset whose names join words with '_' (``NameQuery.joined``) asks its name-words index
     too, in the same statement, once that index is ONLINE; other datasets, and datasets from
     before the index, ask the name index alone (``$words`` is '')."""
-    from seeder_dgl.retrieval.linking import NameQuery
+    from seeder_dgl.graphstore.name_index import NameQuery
 
     hits = {"ids": [7], "names": ["Virginia_gubernatorial_election,_1993"], "text_scores": [3.0],
             "similarities": [0.5], "types": ["event"], "degrees": [[1]]}

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seeder_dgl.evaluation.metrics import aggregate, batch_metrics, metric_names, query_metrics
+from seeder_dgl.metrics import aggregate, batch_metrics, metric_names, query_metrics
 
 
 def test_hand_made_ranking():

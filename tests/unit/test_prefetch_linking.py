@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings, prefetch_linking, seed_and_expand
+from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings, prefetch_linking, seed_and_expand
 from seeder_dgl.retrieval.linking import EntityLinker
 from seeder_dgl.retrieval.memory import GraphArrays, unit_query
 from seeder_dgl.retrieval.relation_prior import TOPIC_BUCKETS, RelationPrior

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from seeder_dgl.graphstore.backend import RetrievalSettings, with_relation_prior
+from seeder_dgl.retrieval.pipeline import RetrievalSettings, with_relation_prior
 from seeder_dgl.retrieval.memory import GraphArrays, khop_select
 from seeder_dgl.retrieval.relation_prior import (NO_TOPIC, TOPIC_BUCKETS, RelationPrior, bfs_distances,
                                                  fit_relation_prior, fit_token_prior, path_relations,
@@ -299,7 +299,7 @@ class _LinkingGraph:
 
 
 def test_seeding_reports_the_names_of_the_seeds_the_question_mentions():
-    from seeder_dgl.graphstore.seeding import seed, seed_linked
+    from seeder_dgl.retrieval.seeding import seed, seed_linked
 
     question, emb = "who starred in Love Actually", np.ones(4)
     # As typed: lower case and a dropped letter link the same node, named as the question writes it.

@@ -19,8 +19,8 @@ from loaders.kg import Query
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation import plots, report
 from seeder_dgl.evaluation.evaluate import build_baselines, evaluate
-from seeder_dgl.graphstore.backend import MemoryGraph, RetrievalSettings
-from seeder_dgl.evaluation.metrics import batch_metrics
+from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings
+from seeder_dgl.metrics import batch_metrics
 from seeder_dgl.retrieval.baselines import KHopRetriever
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk
 from tests.helpers.graphs import random_embeddings, random_kg
@@ -225,9 +225,14 @@ def offline(monkeypatch, tmp_path):
             raise RuntimeError("checkpoint from another model")
         return FakePolicy(path)
 
-    monkeypatch.setattr(connection, "open_driver", lambda *a, **k: contextlib.nullcontext(object()))
-    monkeypatch.setattr(live, "LiveGraph", FakeLive)
-    monkeypatch.setattr(export, "export_graph", fake_export)
+    from seeder_dgl.evaluation import command
+
+    for module in (connection, command):  # where it is defined and where `eval` reads it
+        monkeypatch.setattr(module, "open_driver", lambda *a, **k: contextlib.nullcontext(object()))
+    for module in (live, command):
+        monkeypatch.setattr(module, "LiveGraph", FakeLive)
+    for module in (export, command):
+        monkeypatch.setattr(module, "export_graph", fake_export)
     monkeypatch.setattr("seeder_dgl.embeddings.TextEncoder", HashEncoder)
     inference_module = types.ModuleType("seeder_dgl.inference")
     inference_module.load_policy = load_policy

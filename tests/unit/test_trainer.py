@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from seeder_dgl.evaluation.metrics import query_metrics
+from seeder_dgl.metrics import query_metrics
 from seeder_dgl.errors import SeederError
 from seeder_dgl.retrieval.memory import GraphArrays, attach_labels, khop_filter
 from seeder_dgl.subgraph.record import QuerySubgraph

@@ -1,6 +1,6 @@
 """`seeder-dgl extract`: K-hop-with-filtering subgraphs of a question split.
 
-Each query is seeded and expanded by ``graphstore.backend.seed_and_expand`` (the pipeline
+Each query is seeded and expanded by ``retrieval.pipeline.seed_and_expand`` (the pipeline
 ``query`` serves), over the live graph or its in-memory export, labelled with its gold answers,
 and written to the split's shard cache. A killed run resumes at the first shard
 that is not on disk; a run with other settings refuses to mix with the cache it finds.
@@ -8,18 +8,38 @@ that is not on disk; a run with other settings refuses to mix with the cache it 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from loaders.kg import Query
+from loaders.perturb import typed_variant
+from seeder_dgl.datasets import DatasetContext, get_spec
+from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore import lease
-from seeder_dgl.graphstore.connection import default_database
-from seeder_dgl.graphstore.backend import GraphBackend, RetrievalSettings, prefetch_linking, seed_and_expand
+from seeder_dgl.graphstore.connection import default_database, open_driver
+from seeder_dgl.graphstore.export import export_graph
+from seeder_dgl.graphstore.live import LiveGraph
+from seeder_dgl.retrieval.link_training import FIT_HOPS, fit_linking
+from seeder_dgl.retrieval.linking import EntityLinker
+from seeder_dgl.retrieval.pipeline import (
+    GraphBackend,
+    MemoryGraph,
+    RetrievalSettings,
+    prefetch_linking,
+    seed_and_expand,
+    stored_linker,
+    stored_relation_prior,
+    with_relation_prior,
+)
+from seeder_dgl.retrieval.relation_prior import RelationPrior
+from seeder_dgl.retrieval.seeding import check_mode
 from seeder_dgl.subgraph import cache
 from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.validation import check_seeds
 
 
 def label_subgraph(sub: QuerySubgraph, query: Query) -> QuerySubgraph:
@@ -34,9 +54,6 @@ def typed_queries(graph, queries: list[Query], share: float, seed: int = 0) -> l
     """``queries`` with a seeded ``share`` of them typed as people do (``loaders.perturb.typed_variant``:
     lower case, a typo in the topic's name, no punctuation, random case), drawn per question id, so
     the same questions are typed the same way in every run."""
-    from dataclasses import replace
-
-    from loaders.perturb import typed_variant
 
     live = getattr(graph, "live", None) or graph
     topics = sorted({int(t) for q in queries for t in q.topic})
@@ -116,12 +133,6 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
 
     ``graph`` is a ``MemoryGraph`` exported from the live dataset (the path labels walk its arrays).
     """
-    from dataclasses import replace
-
-    from seeder_dgl.graphstore.backend import stored_linker, stored_relation_prior
-    from seeder_dgl.retrieval.link_training import FIT_HOPS, fit_linking
-    from seeder_dgl.retrieval.linking import EntityLinker
-    from seeder_dgl.retrieval.relation_prior import RelationPrior
 
     prior = None if refit else stored_relation_prior(graph)
     linker = None if refit else stored_linker(graph, prior)  # one prior object: one template cache
@@ -144,3 +155,72 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
     if linker.relation_features:
         linker = linker.with_prior(prior)
     return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
+
+
+def extract_dataset(dataset: str, *, splits: list[str], source: str | None = None, seeds: int | None = None,
+                    budgets: tuple[int, ...] | None = None, profile: str | None = None, seeding: str | None = None,
+                    limit: int | None = None, sample: int | None = None, overwrite: bool = False,
+                    engine: str = "cypher", questions: str | None = None, refit_prior: bool = False,
+                    console) -> None:
+    """`seeder-dgl extract`: the subgraphs of each of ``splits`` into the dataset's cache, with the
+    profile's settings unless given; the entity linker and relation prior the dataset's record
+    holds, fitted on its training questions first where it has none (or ``refit_prior``)."""
+    spec = get_spec(dataset)
+    ds = DatasetContext.open(dataset, profile)
+    defaults = ds.retrieval
+    settings = RetrievalSettings(seeds=defaults.seeds if seeds is None else check_seeds(seeds),
+                                  budgets=budgets or defaults.budgets,
+                                  seeding=check_mode(seeding or defaults.seeding))
+    with console.status(f"Loading {dataset} questions..."):
+        qa = spec.load_questions(questions or source, None)
+    unknown = [s for s in splits if s not in qa.splits]
+    if unknown:
+        raise SeederError(f"{dataset} has no question split {unknown[0]!r}: choose from {', '.join(qa.splits)}")
+    with open_driver() as driver:
+        graph = LiveGraph(driver, dataset)
+        encoder = dataset_encoder(graph.info.model)  # questions in the space of the nodes
+        if engine == "memory":
+            graph = MemoryGraph.from_export(export_graph(driver, dataset, ds.export_dir), graph)
+            settings = replace(settings, exact_seeds=True)  # seeding in memory is an exact scan
+        if defaults.relation_prior or settings.seeding != "dense":
+            settings = linking_settings(driver, graph, ds, qa, encoder, settings, refit_prior, console)
+        for name in splits:
+            queries = qa.sample(name, sample)
+            queries = queries[:limit] if limit else queries
+            without = sum(1 for q in queries if not q.answers)
+            queries = [q for q in queries if q.answers]  # nothing to learn from or score without an answer
+            if without:
+                console.print(f"{name}: {without:,} questions have no answer in the graph and are left out")
+            if not queries:
+                raise SeederError(f"{dataset} has no {name} question with an answer in the graph")
+            typed = defaults.typed_questions if name == "train" else 0.0
+            if typed:
+                queries = typed_queries(graph, queries, typed)
+            embs = encoder.encode([q.text for q in queries], show_progress=False)
+            folder = ds.subgraph_dir(name)
+            summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite, typed=typed)
+            console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
+                          f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")
+
+
+def linking_settings(driver, graph, ds, qa, encoder, settings: RetrievalSettings, refit: bool,
+                     console) -> RetrievalSettings:
+    """``settings`` with the dataset's entity linker and relation prior, fitted on its training
+    questions when it has none (or ``refit``)."""
+    wanted = ds.retrieval.relation_prior
+    if "train" not in qa.splits:
+        if wanted:
+            raise SeederError(f"{ds.name}'s profile {ds.profile!r} learns which relations to follow from training "
+                              "questions, and it has none: give questions a train split, or use --profile paper")
+        console.print(f"[yellow]note:[/] {ds.name} has no training questions: names are linked by hand-set weights")
+        return with_relation_prior(settings, graph, False)
+    memory = graph if isinstance(graph, MemoryGraph) else MemoryGraph.from_export(
+        export_graph(driver, ds.name, ds.export_dir), graph)
+    settings = ensure_linking(driver, memory, qa.split("train"), encoder, settings, with_prior=wanted, refit=refit,
+                              typed=ds.retrieval.typed_questions > 0)
+    linker = settings.linker
+    console.print(f"entity linker (the dataset record's, fitted on {linker.stats.get('questions', '?')} training "
+                  f"questions and {linker.stats.get('typed_variants', 0)} typed variants; topic among its "
+                  f"candidates for {linker.stats.get('topic_in_candidates', 0):.3f})"
+                  + ("; relation prior: K-hop follows it" if settings.relation_prior is not None else ""))
+    return settings

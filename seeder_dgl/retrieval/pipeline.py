@@ -20,12 +20,14 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
-from seeder_dgl.graphstore.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
-from seeder_dgl.graphstore.seeding import seed_linked
+from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
+from seeder_dgl.retrieval.linking import EntityLinker, mention_table
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, induced_edges, khop_select
-from seeder_dgl.retrieval.linking import CANDIDATES, EntityLinker, NameQuery, mention_table
+from seeder_dgl.retrieval.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
 from seeder_dgl.retrieval.relation_prior import RelationPrior
+from seeder_dgl.retrieval.seeding import seed_linked
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 Seeds = list[tuple[int, float]]
@@ -33,7 +35,8 @@ Seeds = list[tuple[int, float]]
 
 
 class GraphBackend(Protocol):
-    """What retrieval needs from a graph."""
+    """What retrieval needs from a graph. The neighbourhoods PPR, PCST and beam search rank come
+    from ``retrieval.neighbourhood.ego_graph`` / ``best_neighbours`` on any backend."""
 
     def check_ready(self) -> None:
         """Raise a one-line error when the dataset cannot be queried (missing, half-ingested)."""
@@ -53,13 +56,6 @@ class GraphBackend(Protocol):
         ``with_features``: a backend that can read the nodes' features with them (seeder-dgl's
         procedures) sets ``QuerySubgraph.features``."""
 
-    def ego_graph(self, embedding: np.ndarray, seeds: Seeds, hops: int = 2, max_nodes: int = 2000) -> EgoGraph:
-        """The seeds' BFS neighbourhood, each overflowing level cut to its most similar nodes (PPR, PCST)."""
-
-    def best_neighbours(self, embedding: np.ndarray, frontier: Seeds, exclude: Sequence[int], limit: int,
-                        node_weight: float = 1.0, relation_weight: float = 0.0) -> Neighbours:
-        """The best ``limit`` neighbours of a weighted frontier outside ``exclude`` (beam search)."""
-
     def node_features(self, node_ids) -> tuple[np.ndarray, list, list]:
         """Embeddings [n, d] (rows in the order given), types and names of the nodes (SeedER, MMR)."""
 
@@ -75,7 +71,7 @@ class RetrievalSettings:
     exact_seeds: bool = False
     """Dense seeds by an exact scan instead of the vector index (live graphs; memory is always exact)."""
     seeding: str = "dense"
-    """dense, fulltext or hybrid (graphstore.seeding)."""
+    """dense, fulltext or hybrid (retrieval.seeding)."""
     relation_prior: RelationPrior | None = None
     """The dataset's learned relation prior (``retrieval.relation_prior``): it replaces sim(q, r) in
     the K-hop score hop by hop; None: the paper's sim(q, r)."""
@@ -128,8 +124,6 @@ def stored_relation_prior(graph) -> RelationPrior | None:
     if prior is None:
         return None
     if prior.reads_templates:
-        from seeder_dgl.embeddings import dataset_encoder
-
         prior = prior.bind_encoder(dataset_encoder(info.model))
     return prior.aligned(info.relation_types)
 

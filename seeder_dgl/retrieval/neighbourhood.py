@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from seeder_dgl.graphstore.sketch import query_sketch
 from seeder_dgl.retrieval.memory import (
     GraphArrays,
     QueryScorer,
@@ -162,10 +163,8 @@ def memory_best_neighbours(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np
 # ---------------------------------------------------------------------------------------------
 def live_best_neighbours(live: "LiveGraph", embedding: np.ndarray, frontier: Seeds, exclude: Sequence[int],
                          limit: int, node_weight: float = 1.0, relation_weight: float = 0.0) -> Neighbours:
-    """``memory_best_neighbours`` on the live graph: one K-hop hop (``LiveGraph._hop``, partitioned
+    """``memory_best_neighbours`` on the live graph: one K-hop hop (``LiveGraph.hop_neighbours``, partitioned
     by node id and exact), wide hops split into ``WIDE_PARTITIONS`` queries."""
-    from seeder_dgl.graphstore.sketch import query_sketch
-
     if not frontier or limit <= 0:
         return _empty_neighbours()
     if node_weight <= 0:
@@ -177,7 +176,7 @@ def live_best_neighbours(live: "LiveGraph", embedding: np.ndarray, frontier: See
         partitions = max(live.hop_partitions, WIDE_PARTITIONS)
     else:  # as K-hop: the first hop starts from a few seeds, later frontiers reach hubs
         partitions = 1 if len(frontier) <= 8 else live.hop_partitions
-    rows = live._hop(partitions, "walking the seeds' neighbourhood", excluded, int(limit),
+    rows = live.hop_neighbours(partitions, "walking the seeds' neighbourhood", excluded, int(limit),
                      frontier=[{"id": int(v), "similarity": float(w) / node_weight} for v, w in frontier],
                      relation_similarity=relations, embedding=vec, **query_sketch(vec))
     if not rows:
@@ -213,3 +212,22 @@ def live_ego_graph(live: "LiveGraph", embedding: np.ndarray, seeds: Seeds, hops:
     relation_sim = np.asarray([by_type[t] for t in live.info.relation_types], dtype=np.float64)
     return EgoGraph(node_ids, np.asarray(hop, dtype=np.int8), np.asarray(sims, dtype=np.float64),
                     src[order], dst[order], rel[order], relation_sim)
+
+
+def ego_graph(graph, embedding: np.ndarray, seeds: Seeds, hops: int = 2, max_nodes: int = 2000) -> EgoGraph:
+    """The seeds' BFS neighbourhood, each overflowing level cut to its most similar nodes (PPR,
+    PCST): a ``MemoryGraph`` builds it over its arrays, the live graph through Cypher."""
+    build = getattr(graph, "ego_graph", None)
+    if build is not None:
+        return build(embedding, seeds, hops, max_nodes)
+    return live_ego_graph(graph, embedding, seeds, hops, max_nodes)
+
+
+def best_neighbours(graph, embedding: np.ndarray, frontier: Seeds, exclude: Sequence[int], limit: int,
+                    node_weight: float = 1.0, relation_weight: float = 0.0) -> Neighbours:
+    """The best ``limit`` neighbours of a weighted frontier outside ``exclude`` (beam search), on
+    either backend as ``ego_graph``."""
+    find = getattr(graph, "best_neighbours", None)
+    if find is not None:
+        return find(embedding, frontier, exclude, limit, node_weight, relation_weight)
+    return live_best_neighbours(graph, embedding, frontier, exclude, limit, node_weight, relation_weight)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from seeder_dgl.errors import SeederError
-from seeder_dgl.retrieval.linking import CANDIDATES, EntityLinker, link
+from seeder_dgl.graphstore.name_index import CANDIDATES
+from seeder_dgl.retrieval.linking import EntityLinker, link
 
 SEEDING_MODES = ("dense", "fulltext", "hybrid")
 RRF_K = 60
