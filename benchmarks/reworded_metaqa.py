@@ -44,7 +44,7 @@ ASK_OF = {
     "writer": ["who did the screenplays of {f}", "which screenwriters worked on {f}"],
     "year": ["in what years did {f} come out", "which years saw {f} hit theaters"],
     "genre": ["what kinds of pictures are {f}", "which categories do {f} belong to"],
-    "language": ["which languages are {f} in", "in which tongues were {f} made"],
+    "language": ["which languages are {f} in", "what tongues do {f} use"],
 }
 REWORDINGS = {
     # 1-hop: a relation-path label -> phrasings
