@@ -178,3 +178,29 @@ def test_tune_and_a_refit_do_not_write_the_record_under_another_writers_lease(ne
     write_record(neo4j_driver, dataset_label, "tune", "dataset/set_retrieval", "storing", retrieval='{"seeds": 2}')
     assert record()["r"] == '{"seeds": 2}' and _lease(neo4j_driver, dataset_label) is None  # released after
     GraphWriter(neo4j_driver, dataset_label).drop()
+
+
+def test_an_ingest_with_nothing_to_do_takes_no_lease(neo4j_driver, dataset_label):
+    """The same data ingested again is found complete by reads alone: it answers while another
+    command holds the writer lease (a racing upsert is not refused by it); other data is refused."""
+    from seeder_dgl.graphstore import lease
+
+    name = dataset_label
+    _ingest(neo4j_driver, name)
+    held = lease.acquire(neo4j_driver, name, "upsert")
+    try:
+        again = _ingest(neo4j_driver, name)
+        assert again.skipped and (again.nodes, again.relationships) == _expected(name)
+        assert _lease(neo4j_driver, name) == held.owner  # untouched
+        other = random_kg(name, NODES, EDGES, seed=9)
+        with pytest.raises(DatasetBusy):
+            GraphWriter(neo4j_driver, name).ingest(other, random_embeddings(NODES, seed=9), random_embeddings(4, seed=8),
+                                                   "m", progress=False)
+    finally:
+        lease.release(neo4j_driver, held)
+    # An index dropped by hand is something to do: the ingest takes the lease and builds it again.
+    neo4j_driver.execute_query(f"DROP INDEX {label_for(name)}_name")
+    assert _ingest(neo4j_driver, name).skipped
+    assert neo4j_driver.execute_query("SHOW INDEXES YIELD name WHERE name = $n RETURN name",
+                                      n=f"{label_for(name)}_name").records
+    GraphWriter(neo4j_driver, name).drop()
