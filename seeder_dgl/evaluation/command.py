@@ -51,6 +51,7 @@ from seeder_dgl.graphstore.export import export_graph
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.paths import results_dir
 from seeder_dgl.retrieval.base import GraphRetriever
+from seeder_dgl.retrieval.link_training import topic_names
 from seeder_dgl.retrieval.linking import EntityLinker
 from seeder_dgl.retrieval.memory import attach_labels
 from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings, with_relation_prior
@@ -389,7 +390,7 @@ def _add_typed(result: EvalResult, kinds: list[str], graph: MemoryGraph, chosen:
     """Every method again on the questions typed as each of ``kinds``; the table beside the written
     ones in ``typed.{json,md}`` and in ``result.meta['typed']``."""
     encoder = dataset_encoder(graph.info.model)
-    names = typed.topic_names(graph, queries)
+    names = topic_names(graph, queries)
     table = {typed.AS_WRITTEN: typed.summarise(result)}
     examples = {typed.AS_WRITTEN: typed.example_texts(queries)}
     for kind in kinds:

@@ -20,7 +20,6 @@ So the same linker and prior serve questions as written and as typed.
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -33,6 +32,7 @@ from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
 from seeder_dgl.retrieval.linking import (
     EntityLinker,
     JOINED_NAME,
+    MASKED,
     PLACEHOLDER,
     LinkExample,
     Mentions,
@@ -256,7 +256,7 @@ def _marked_rows(graph, queries: Sequence[Query], limit: int, typed: bool, seed:
     rows = []
     for q, names in zip(queries, topic_names(live, queries)):
         template = question_template(q.text, names)
-        if not re.search(rf"(?<!\w){PLACEHOLDER.casefold()}(?!\w)", template):
+        if not MASKED.search(template):
             continue  # the question does not spell its topic's name: no template to read
         rows.append((q, template))
         if typed:

@@ -93,6 +93,8 @@ def name_form(name: str) -> NameForm:
 
 PLACEHOLDER = "X"
 """What stands in a question's template for the entity it names."""
+MASKED = re.compile(r"(?<!\w)" + re.escape(PLACEHOLDER.casefold()) + r"(?!\w)")
+"""The placeholder as a word of a template (``question_template`` case-folds it)."""
 
 
 def question_template(question: str, names: Sequence[str]) -> str:

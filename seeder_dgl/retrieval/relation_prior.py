@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from seeder_dgl.caching import BatchLRU
-from seeder_dgl.retrieval.linking import PLACEHOLDER, question_template
+from seeder_dgl.retrieval.linking import MASKED, question_template
 from seeder_dgl.retrieval.memory import GraphArrays
 
 UNREACHED = np.iinfo(np.int16).max
@@ -157,7 +156,6 @@ TOPIC_BUCKETS = 2 * len(TOPIC_DISTANCES) + 2
 """Buckets of ``topic_positions``: the signed distances (0 .. 2·len(TOPIC_DISTANCES)) and ``NO_TOPIC``."""
 NO_TOPIC = TOPIC_BUCKETS - 1
 """The bucket of every token of a template with no masked topic (or whose token spans are unknown)."""
-_MASK = re.compile(r"(?<!\w)" + re.escape(PLACEHOLDER.casefold()) + r"(?!\w)")
 
 
 def topic_positions(template: str, spans: np.ndarray | None, count: int) -> np.ndarray:
@@ -172,7 +170,7 @@ def topic_positions(template: str, spans: np.ndarray | None, count: int) -> np.n
     gives ``NO_TOPIC`` throughout, as does a template with nothing masked.
     """
     out = np.full(count, NO_TOPIC, dtype=np.int64)
-    masks = [m.span() for m in _MASK.finditer(template)]
+    masks = [m.span() for m in MASKED.finditer(template)]
     if spans is None or not masks or count == 0:
         return out
     spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
