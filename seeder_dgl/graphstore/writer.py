@@ -299,42 +299,6 @@ class GraphWriter:
         """Write the graph under the dataset's writer lease (a second writer is refused in one line).
         A dataset already ingested from exactly these data, with nothing left to do, is found by
         reads alone and takes no lease: an upsert racing that re-run is not refused."""
-        if not reset:
-            unchanged = self._unchanged(kg, node_emb, model)
-            if unchanged is not None:
-                return unchanged
-        with self.writing("ingest"):
-            return self._ingest(kg, node_emb, rel_emb, model, progress=progress, reset=reset,
-                                quantization=quantization, ef_construction=ef_construction)
-
-    def _unchanged(self, kg: KnowledgeGraph, node_emb: np.ndarray, model: str) -> IngestSummary | None:
-        """The summary of a complete dataset ingested from these very data, its three indexes online
-        and every node sketched; None where anything is to be done (or checked: the ingest reports it)."""
-        start = time.perf_counter()
-        existing = self.record()
-        if existing is None or existing.get("status") != "complete" or self.schema.in_place:
-            return None
-        try:
-            kg.validate()
-            node_emb = check_embeddings(node_emb, kg.num_nodes, "node")
-        except (ValueError, IngestError):
-            return None
-        if existing.get("dimension") != node_emb.shape[1] or existing.get("fingerprint") != fingerprint(kg, node_emb,
-                                                                                                          model):
-            return None
-        for index in (f"{self.label}_embedding", f"{self.label}_name", f"{self.label}_words"):
-            rows = self.run("schema/index_state", f"reading the state of index {index}", name=index).records
-            if not rows or rows[0]["state"] != "ONLINE":
-                return None
-        if self.run("ingest/unsketched", "reading nodes without a sketch", limit=1).records[0]["ids"]:
-            return None
-        return IngestSummary(self.dataset, existing["num_nodes"], existing["num_relationships"],
-                             existing.get("duplicates_removed", 0), int(node_emb.shape[1]), model,
-                             seconds=time.perf_counter() - start, skipped=True, extra={"sketched": 0})
-
-    def _ingest(self, kg: KnowledgeGraph, node_emb: np.ndarray, rel_emb: np.ndarray, model: str,
-                *, progress: bool = True, reset: bool = False, quantization: bool = False,
-                ef_construction: int = EF_CONSTRUCTION) -> IngestSummary:
         start = time.perf_counter()
         try:
             kg.validate()
@@ -347,10 +311,40 @@ class GraphWriter:
         if rel_emb.shape[1] != node_emb.shape[1]:
             raise IngestError(f"relation embeddings have dimension {rel_emb.shape[1]} but node embeddings "
                               f"{node_emb.shape[1]}: encode both with the same model")
+        digest = fingerprint(kg, node_emb, model)
+        if not reset:
+            unchanged = self._unchanged(int(node_emb.shape[1]), digest, model, start)
+            if unchanged is not None:
+                return unchanged
+        with self.writing("ingest"):
+            return self._ingest(kg, node_emb, rel_emb, model, digest, start, progress=progress, reset=reset,
+                                quantization=quantization, ef_construction=ef_construction)
+
+    def _unchanged(self, dim: int, digest: str, model: str, start: float) -> IngestSummary | None:
+        """The summary of a complete dataset ingested from data of fingerprint ``digest``, its three
+        indexes online and every node sketched; None where anything is to be done."""
+        existing = self.record()
+        if existing is None or existing.get("status") != "complete" or self.schema.in_place:
+            return None
+        if existing.get("dimension") != dim or existing.get("fingerprint") != digest:
+            return None
+        for index in (f"{self.label}_embedding", f"{self.label}_name", f"{self.label}_words"):
+            rows = self.run("schema/index_state", f"reading the state of index {index}", name=index).records
+            if not rows or rows[0]["state"] != "ONLINE":
+                return None
+        if self.run("ingest/unsketched", "reading nodes without a sketch", limit=1).records[0]["ids"]:
+            return None
+        return IngestSummary(self.dataset, existing["num_nodes"], existing["num_relationships"],
+                             existing.get("duplicates_removed", 0), dim, model,
+                             seconds=time.perf_counter() - start, skipped=True, extra={"sketched": 0})
+
+    def _ingest(self, kg: KnowledgeGraph, node_emb: np.ndarray, rel_emb: np.ndarray, model: str, digest: str,
+                start: float, *, progress: bool = True, reset: bool = False, quantization: bool = False,
+                ef_construction: int = EF_CONSTRUCTION) -> IngestSummary:
+        """The ingest proper, on inputs ``ingest`` checked (``digest``: their fingerprint)."""
         dim = int(node_emb.shape[1])
         keep = undirected_unique(kg.edge_src, kg.edge_dst, kg.edge_rel)
         duplicates = kg.num_edges - int(keep.shape[0])
-        digest = fingerprint(kg, node_emb, model)
         labels, rel_types = kg.node_labels(), kg.relation_types()
 
         existing = self.record()
