@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
+from neo4j import Driver
 from neo4j.exceptions import DriverError, Neo4jError
 
 from loaders.files import node_key, read_text
 from loaders.kg import DataError, to_identifier, unique_identifiers
-from neo4j import Driver
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.connection import describe_neo4j_error
 from seeder_dgl.graphstore.cypher import query, quiet
