@@ -92,6 +92,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--per-hop", type=int, default=500, help="validation questions per hop count (seeded sample)")
     parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--checkpoint", default=None, help="a policy checkpoint [default: the dataset's trained one]")
+    parser.add_argument("--name", default="reworded-metaqa", help="result file name under benchmarks/results/")
     args = parser.parse_args()
 
     from loaders.metaqa import load_metaqa
@@ -114,7 +116,7 @@ def main() -> None:
             if sum(r[0] == hops for r in rows) >= args.per_hop:
                 break
 
-    retriever = Retriever("metaqa", method="seeder")
+    retriever = Retriever("metaqa", method="seeder", checkpoint=args.checkpoint)
     found = {}
     for form, column in (("as written", 2), ("reworded", 3)):
         results = retriever.retrieve_many([r[column] for r in rows], k=args.k)
@@ -131,11 +133,12 @@ def main() -> None:
     by_phrasing = defaultdict(dict)
     for phrasing in sorted({r[1] for r in rows}):
         by_phrasing[phrasing] = {form: hits(form, lambda r, p=phrasing: r[1] == p) for form in found}
-    payload = {"machine": machine(), "k": args.k, "per_hop": args.per_hop, "table": table,
+    payload = {"machine": machine(), "k": args.k, "per_hop": args.per_hop, "checkpoint": args.checkpoint, "table": table,
                "by_phrasing": by_phrasing}
     k = f"hit@{args.k}"
     md = ["# MetaQA validation questions reworded", "",
-          f"Command: `python benchmarks/reworded_metaqa.py --per-hop {args.per_hop}`. The same validation questions "
+          f"Command: `python benchmarks/reworded_metaqa.py --per-hop {args.per_hop}"
+          + (f" --checkpoint {args.checkpoint}" if args.checkpoint else "") + "`. The same validation questions "
           "as written and reworded with phrasings no MetaQA training question has (`benchmarks/reworded_metaqa.py`), "
           "through `Retriever('metaqa', method='seeder').retrieve_many`.", "",
           f"| hops | questions | written Hit@1 | reworded Hit@1 | written Hit@{args.k} | reworded Hit@{args.k} |",
@@ -150,7 +153,7 @@ def main() -> None:
         md.append(f"| {phrasing} | {w['questions']} | {w['hit@1']:.3f} | {r['hit@1']:.3f} | {r[k]:.3f} |")
     text = "\n".join(md)
     print(text)
-    write_result("reworded-metaqa", payload, text)
+    write_result(args.name, payload, text)
 
 
 if __name__ == "__main__":
