@@ -107,11 +107,27 @@ def question_template(question: str, names: Sequence[str]) -> str:
     """
     out = question
     for name in sorted({n for n in names if n}, key=len, reverse=True):  # 'New York City' before 'York'
-        words = re.findall(r"\w+", name)
-        if words:
-            pattern = r"(?<!\w)" + r"\W+".join(re.escape(w) for w in words) + r"(?!\w)"
+        pattern = name_pattern(name)
+        if pattern:
             out = re.sub(pattern, PLACEHOLDER, out, flags=re.IGNORECASE)
     return " ".join(out.casefold().split())
+
+
+def name_pattern(name: str) -> str | None:
+    """A regular expression for ``name`` in a question whatever its punctuation: its letters and
+    digits in order, with any punctuation, underscores or spaces (or none) between them, and the
+    name's own leading and trailing punctuation where the question kept it. So
+    "European_Parliament_election,_2004_(France)" is found typed "european parliament election 2004
+    france", and "Ocean's Eleven" as "Oceans Eleven" (``loaders.perturb.no_punctuation`` drops
+    apostrophes). A possessive goes with the name ("Kate Mara's sister" and "Kate Maras sister"
+    both read "X sister"). None for a name without letters or digits."""
+    words = re.findall(r"[^\W_]+", name)
+    if not words:
+        return None
+    head, tail = re.match(r"[\W_]*", name).group(), re.search(r"[\W_]*$", name).group()
+    return (r"(?<![^\W_])" + (f"(?:{re.escape(head)})?" if head.strip() else "")
+            + r"[\W_]*".join(re.escape(w) for w in words)
+            + (f"(?:{re.escape(tail)})?" if tail.strip() else r"(?:['’]?s)?") + r"(?![^\W_])")
 
 
 # ---- features ----------------------------------------------------------------------------------

@@ -230,6 +230,19 @@ def test_question_template_masks_whole_names_in_any_case_longest_first():
     assert question_template("who wrote Ocean's Eleven", ["Ocean's Eleven"]) == "who wrote x"
     # The template does not depend on the case the question was typed in, nor on its spacing.
     assert question_template("WHAT films  did kATE mara act in", ["kate MARA"]) == "what films did x act in"
+    # Nor on its punctuation: a name is found by its letters and digits, as typed without punctuation,
+    # its possessive with it.
+    from loaders.perturb import no_punctuation
+
+    for question, name, template in [
+            ("who led European_Parliament_election,_2004_(France)?", "European_Parliament_election,_2004_(France)",
+             "who led x"),
+            ("which type is Saint-Elzéar-de-Témiscouata,_Quebec", "Saint-Elzéar-de-Témiscouata,_Quebec",
+             "which type is x"),
+            ("what films did Kate Mara's sister act in?", "Kate Mara", "what films did x sister act in")]:
+        assert question_template(question, [name]).rstrip("?") == template
+        assert question_template(no_punctuation(question), [name]) == template
+    assert question_template("is Ann's friend Annie", ["Ann"]) == "is x friend annie"
     assert question_template("nothing to mask", []) == "nothing to mask"
     assert question_template("nothing to mask", ["absent"]) == "nothing to mask"
 
