@@ -84,7 +84,7 @@ def test_ctrl_c_says_how_to_continue(monkeypatch):
     assert result.exit_code == 130
     assert "interrupted" in result.output and "--resume" in result.output
     assert "Traceback" not in result.output and result.output.count("\n") == 1
-    monkeypatch.setattr("seeder_dgl.cli._local_server", interrupted)
+    monkeypatch.setattr("seeder_dgl.cli.neo4j_commands._local_server", interrupted)
     result = runner.invoke(app, ["neo4j", "status"])
     assert result.exit_code == 130 and "run the same command again to continue" in result.output
 

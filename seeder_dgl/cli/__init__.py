@@ -1,0 +1,24 @@
+"""The `seeder-dgl` command line.
+
+Every command that fails for a reason the user can fix prints one line (``error: ...``) and
+exits 1; tracebacks are for bugs only.
+
+Each command imports what it runs inside its own body: `seeder-dgl --help` and `neo4j status`
+answer in a fraction of a second instead of loading torch, sentence-transformers and the driver
+(the only function-local imports of the package besides optional extras and `seeder_dgl.__init__`'s
+lazy `Retriever`).
+"""
+from __future__ import annotations
+
+from seeder_dgl.cli import graph_commands, neo4j_commands, training_commands, use_commands  # noqa: F401  (they register)
+from seeder_dgl.cli.base import app, exit_after_interrupt, one_line_errors
+
+__all__ = ["app", "exit_after_interrupt", "main", "one_line_errors"]
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    exit_after_interrupt(app)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
