@@ -14,6 +14,9 @@ questions in (``TYPED_MIX``).
 - ``keywords``: typed into a search box: the question's function words (articles, prepositions,
   auxiliaries, question words) and punctuation dropped, the topic entity's name kept whole where
   the dataset marks it ("movies Tom Hanks star").
+- ``filler``: asked as in a chat, with words around the question: an opening ("can you tell me
+  what films did Tom Hanks star in"), a closing ("... please") or both, from ``OPENINGS`` and
+  ``CLOSINGS``.
 
 Kinds compose with ``+``: ``lower+typo`` is a lower-case question with a typo in its name.
 """
@@ -24,13 +27,23 @@ import re
 import unicodedata
 from typing import Sequence
 
-PERTURBATIONS = ("lower", "typo", "nopunct", "shuffle-case", "keywords")
+PERTURBATIONS = ("lower", "typo", "nopunct", "shuffle-case", "keywords", "filler")
 """The single kinds ``perturb`` knows (compose them with '+')."""
 
-TYPED_MIX = ("lower", "typo", "lower+typo", "nopunct", "shuffle-case", "keywords")
+TYPED_MIX = ("lower", "typo", "lower+typo", "nopunct", "shuffle-case", "keywords", "filler")
 """The kinds training mixes in, one drawn per perturbed question. With ``keywords`` left out, MLPQ's
 validation questions typed as keywords scored Hit@1 0.713 against 0.871 as written: the relation
-prior and the policy had only read whole sentences."""
+prior and the policy had only read whole sentences. With ``filler`` left out, MetaQA's 3-hop
+validation questions with chat words around them ("hi, ...?", "i was wondering ...", "... thanks":
+none of them in ``OPENINGS`` or ``CLOSINGS``) scored 0.845 to 0.910 against 0.987 as written, and
+"... thanks" 0.520 at 1 hop."""
+
+OPENINGS = ("can you tell me", "could you please tell me", "please tell me", "i'd like to know",
+            "i want to know", "do you know", "tell me", "hey,", "quick question:", "help me find out",
+            "any idea", "so", "ok,", "question:")
+"""What ``filler`` may put before a question (generic chat, no dataset's words)."""
+CLOSINGS = ("please", "thank you", "thx", "pls", "if you know", "any idea?", "cheers", "asap")
+"""What ``filler`` may put after it."""
 
 MIN_TYPO_WORD = 5
 """Letters a word needs before it gets a typo when the topic entity is not known."""
@@ -134,6 +147,20 @@ def keywords(text: str, names: Sequence[str] = ()) -> str:
     return " ".join(kept) if kept else text
 
 
+def with_filler(text: str, rng: random.Random) -> str:
+    """``text`` with an opening from ``OPENINGS``, a closing from ``CLOSINGS``, or both (a third of the
+    time each); an opening takes the question's capital and its final question mark goes."""
+    body = text.strip()
+    where = rng.randrange(3)
+    if where != 1:  # an opening
+        if body[:1].isupper() and body[1:2].islower():  # 'What films ...', not a name like 'X-Men'
+            body = body[0].lower() + body[1:]
+        body = f"{rng.choice(OPENINGS)} {body.rstrip('?').rstrip()}"
+    if where != 0:  # a closing
+        body = f"{body.rstrip('?').rstrip()} {rng.choice(CLOSINGS)}"
+    return body
+
+
 def shuffle_case(text: str, rng: random.Random) -> str:
     return "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in text)
 
@@ -152,6 +179,8 @@ def perturb(text: str, kind: str, rng: random.Random, names: Sequence[str] = ())
             text = shuffle_case(text, rng)
         elif part == "keywords":
             text = keywords(text, names)
+        elif part == "filler":
+            text = with_filler(text, rng)
         else:
             raise ValueError(f"unknown perturbation {part!r}: choose from {', '.join(PERTURBATIONS)}")
     return text

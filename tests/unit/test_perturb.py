@@ -73,9 +73,30 @@ def test_keywords_drop_function_words_but_keep_the_name_whole():
     assert perturb("what films did Tom Hanks star in", "lower+keywords", rng, ["Tom Hanks"]) == "films tom hanks star"
 
 
+def test_filler_puts_chat_words_around_the_question_and_keeps_it_whole():
+    from loaders.perturb import CLOSINGS, OPENINGS, TYPED_MIX
+
+    question = "What films did Tom Hanks star in?"
+    seen = set()
+    for seed in range(60):
+        out = perturb(question, "filler", random.Random(seed), ["Tom Hanks"])
+        assert "films did Tom Hanks star in" in out and out != question
+        opening = next((o for o in OPENINGS if out.startswith(o + " ")), None)
+        closing = next((c for c in CLOSINGS if out.endswith(" " + c)), None)
+        assert opening or closing
+        if opening:  # the question's capital goes, a name's stays
+            assert out[len(opening) + 1:].startswith("what films")
+        seen.add((opening is not None, closing is not None))
+    assert seen == {(True, False), (False, True), (True, True)}
+    assert perturb("X-Men cast?", "filler", random.Random(1)).count("X-Men") == 1
+    assert "filler" in TYPED_MIX
+    # Composes like the others: chat words, then all in lower case.
+    assert perturb(question, "filler+lower", random.Random(0)) == perturb(question, "filler", random.Random(0)).lower()
+
+
 def test_kinds_compose_are_checked_and_are_deterministic():
     assert check_kinds("lower, typo,lower+typo,lower") == ["lower", "typo", "lower+typo"]
-    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case", "keywords"}
+    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case", "keywords", "filler"}
     for bad in ("upper", "lower+caps", ""):
         with pytest.raises(ValueError):
             check_kinds(bad)
