@@ -190,7 +190,7 @@ def test_index_build_width_reaches_the_index_and_is_checked(neo4j_driver, datase
 def test_cli_default_build_width_is_the_writers():
     import inspect
 
-    from seeder_dgl import cli
+    from seeder_dgl.cli import graph_commands
     from seeder_dgl.graphstore.writer import EF_CONSTRUCTION
 
-    assert inspect.signature(cli.ingest).parameters["ef_construction"].default.default == EF_CONSTRUCTION
+    assert inspect.signature(graph_commands.ingest).parameters["ef_construction"].default.default == EF_CONSTRUCTION
