@@ -56,6 +56,11 @@ class RetrievalDefaults:
     topic's name, no punctuation, random case: ``loaders.perturb``) before it grows their subgraphs,
     so the policy learns from both; the entity linker and relation prior are fitted on every
     training question and a typed variant of each while this is above 0."""
+    prior_folds: int = 4
+    """With the relation prior: the training subgraphs are extracted with the prior cross-fitted over
+    this many folds of the training questions' wordings (``retrieval.link_training.FoldPriors``), so
+    the policy learns from relation terms read from wordings the prior has not seen; 0 or 1: the
+    prior fitted on every training question."""
 
 
 @dataclass

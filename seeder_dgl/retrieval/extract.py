@@ -23,8 +23,9 @@ from seeder_dgl.graphstore import lease
 from seeder_dgl.graphstore.connection import default_database, open_driver
 from seeder_dgl.graphstore.export import export_graph
 from seeder_dgl.graphstore.live import LiveGraph
-from seeder_dgl.retrieval.link_training import FIT_HOPS, fit_linking
-from seeder_dgl.retrieval.linking import EntityLinker
+from seeder_dgl.fileio import atomic_write_text
+from seeder_dgl.retrieval.link_training import FIT_HOPS, FoldPriors, fit_linking, topic_names
+from seeder_dgl.retrieval.linking import EntityLinker, question_template
 from seeder_dgl.retrieval.pipeline import (
     GraphBackend,
     MemoryGraph,
@@ -67,11 +68,31 @@ def typed_queries(graph, queries: list[Query], share: float, seed: int = 0) -> l
     return out
 
 
+def fold_settings(settings: RetrievalSettings, fold_priors: FoldPriors) -> list[RetrievalSettings]:
+    """``settings`` once per fold, K-hop (and the linker's relation features) reading that fold's prior."""
+    out = []
+    for prior in fold_priors.priors:
+        linker = settings.linker
+        if linker is not None and linker.prior is not None:
+            linker = linker.with_prior(prior)
+        out.append(replace(settings, relation_prior=prior, linker=linker))
+    return out
+
+
+def query_folds(graph, queries: list[Query], fold_priors: FoldPriors) -> list[int]:
+    """Each query's wording fold: the one the fit gave it, else its template's (``wording_fold``)."""
+    names = topic_names(graph, queries) if any(q.topic for q in queries) else [[] for _ in queries]
+    return [fold_priors.fold(q.id, question_template(q.text, n) if n else None) for q, n in zip(queries, names)]
+
+
 def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarray, folder: Path,
                   settings: RetrievalSettings, shard_size: int = 256, progress: bool = True,
-                  overwrite: bool = False, typed: float = 0.0) -> dict:
+                  overwrite: bool = False, typed: float = 0.0, fold_priors: FoldPriors | None = None,
+                  folds: list[int] | None = None) -> dict:
     """Extract and cache every query's subgraph; returns a summary (counts, coverage, seconds).
-    ``typed``: the share of ``queries`` typed as people do (``typed_queries``), recorded with the cache."""
+    ``typed``: the share of ``queries`` typed as people do (``typed_queries``), recorded with the cache.
+    ``fold_priors`` and ``folds`` (one per query): each query's K-hop reads the prior of its wording's
+    fold instead of ``settings``' (training subgraphs, ``FoldPriors``)."""
     folder = Path(folder)
     if len(queries) != len(query_emb):
         raise SeederError(f"{len(queries)} queries but {len(query_emb)} query embeddings")
@@ -81,12 +102,19 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
               "query_ids_head": [int(q.id) for q in queries[:5]]}
     if typed:
         wanted["typed"] = typed
+    per_fold = None
+    if fold_priors is not None:
+        if folds is None or len(folds) != len(queries):
+            raise SeederError(f"{len(queries)} queries but {0 if folds is None else len(folds)} wording folds")
+        wanted["prior_folds"] = fold_priors.folds
+        per_fold = fold_settings(settings, fold_priors)
     manifest = folder / "manifest.json"
     if manifest.exists() and not overwrite:
         import json
 
         found = json.loads(manifest.read_text())
-        if {k: found.get(k) for k in wanted} != wanted:
+        keys = set(wanted) | {"typed", "prior_folds"}  # a cache with them is not one without them
+        if {k: found.get(k) for k in keys} != {k: wanted.get(k) for k in keys}:
             raise SeederError(f"{folder} holds subgraphs extracted with other settings "
                               f"({found.get('settings')}): pass --overwrite to replace them")
     if overwrite:
@@ -108,9 +136,16 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
                 records, _ = cache.load_shard(path)  # resumed: count it, do not redo it
                 done_before += len(records)
             else:
-                batch = prefetch_linking(graph, [q.text for q in queries[lo:hi]], query_emb[lo:hi], settings)
-                records = [label_subgraph(seed_and_expand(batch, queries[i].text, query_emb[i], settings)[1], queries[i])
-                           for i in range(lo, hi)]
+                records = [None] * (hi - lo)
+                groups = [(settings, list(range(lo, hi)))] if per_fold is None else \
+                    [(per_fold[k], [i for i in range(lo, hi) if folds[i] == k]) for k in range(len(per_fold))]
+                for fold, members in groups:
+                    if not members:
+                        continue
+                    batch = prefetch_linking(graph, [queries[i].text for i in members], query_emb[members], fold)
+                    for i in members:
+                        records[i - lo] = label_subgraph(seed_and_expand(batch, queries[i].text, query_emb[i], fold)[1],
+                                                         queries[i])
                 cache.save_shard(path, records, query_emb[lo:hi])
             hits.extend(bool(r.labels.any()) for r in records)
             sizes.extend(r.num_nodes for r in records)
@@ -123,25 +158,51 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
     return summary
 
 
+FOLD_FILE = "prior-folds.json"
+"""The dataset's cross-fitted relation priors (``FoldPriors``), in its cache folder."""
+
+
+def load_fold_priors(path: Path, prior: RelationPrior | None, encoder, relation_types) -> FoldPriors | None:
+    """The fold priors at ``path`` when they were cross-fitted with ``prior`` (by fingerprint), bound
+    and aligned like it; None when there are none, they are damaged, or they belong to another prior."""
+    if prior is None or not Path(path).is_file():
+        return None
+    try:
+        found = FoldPriors.from_json(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None  # refitted with the prior: nothing of the user's is lost
+    if found.full != prior.fingerprint:
+        return None
+    found.priors = [p.bind_encoder(encoder).aligned(relation_types) for p in found.priors]
+    return found
+
+
 def ensure_linking(driver, graph, queries: list[Query], encoder, settings: RetrievalSettings, *, with_prior: bool,
                    refit: bool = False, typed: bool = True, max_questions: int = 5000,
-                   progress: bool = True) -> RetrievalSettings:
+                   progress: bool = True, folds: int = 0, fold_file: Path | None = None) -> RetrievalSettings:
     """``settings`` with the dataset's entity linker and (``with_prior``: K-hop follows it) relation
     prior: the ones stored in its record, else (or with ``refit``) both fitted on up to
     ``max_questions`` of the training ``queries`` (with a typed variant of each where ``typed``:
     ``retrieval.link_training``) and stored there for every later command.
 
     ``graph`` is a ``MemoryGraph`` exported from the live dataset (the path labels walk its arrays).
+
+    With ``folds`` > 1 (and ``with_prior``) the prior is also cross-fitted by wording into
+    ``fold_file`` (``FoldPriors``); a stored prior without fold priors of its own is fitted again.
     """
 
     prior = None if refit else stored_relation_prior(graph)
     linker = None if refit else stored_linker(graph, prior)  # one prior object: one template cache
+    folds = folds if with_prior and fold_file is not None else 0
     if linker is not None and (prior is not None or not with_prior):
-        return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
+        if folds < 2 or load_fold_priors(fold_file, prior, encoder, graph.info.relation_types) is not None:
+            return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
     lease.check_free(driver, graph.info.name, "extract --refit-prior", default_database())
     fit = fit_linking(graph, queries, lambda texts: encoder.encode(texts, show_progress=False),
                       encode_tokens=encoder.encode_query_tokens, hops=max(len(settings.budgets), FIT_HOPS), require_prior=with_prior, typed=typed,
-                      max_questions=max_questions, progress=progress)
+                      max_questions=max_questions, progress=progress, folds=folds)
+    if fit.fold_priors is not None:
+        atomic_write_text(fold_file, fit.fold_priors.to_json())  # before the record: never a record without its folds
     linker_text = fit.linker.to_json()
     prior_text = fit.prior.to_json() if fit.prior is not None else None
     lease.write_record(driver, graph.info.name, "extract --refit-prior", "dataset/set_linking",
@@ -194,11 +255,23 @@ def extract_dataset(dataset: str, *, splits: list[str], source: str | None = Non
             if not queries:
                 raise SeederError(f"{dataset} has no {name} question with an answer in the graph")
             typed = defaults.typed_questions if name == "train" else 0.0
+            fold_priors = folds = None
+            if name == "train" and defaults.prior_folds > 1 and settings.relation_prior is not None:
+                fold_priors = load_fold_priors(ds.cache_dir / FOLD_FILE, settings.relation_prior, encoder,
+                                               graph.info.relation_types)
+                if fold_priors is None:
+                    raise SeederError(f"{dataset}'s relation prior has no fold priors to extract training subgraphs "
+                                      f"with: run `seeder-dgl extract {dataset} --refit-prior`")
+                if fold_priors:
+                    folds = query_folds(graph, queries, fold_priors)  # by each question as written
+                else:
+                    fold_priors = None  # too few wordings to cross-fit: the full prior
             if typed:
                 queries = typed_queries(graph, queries, typed)
             embs = encoder.encode([q.text for q in queries], show_progress=False)
             folder = ds.subgraph_dir(name)
-            summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite, typed=typed)
+            summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite, typed=typed,
+                                    fold_priors=fold_priors, folds=folds)
             console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
                           f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")
 
@@ -217,7 +290,8 @@ def linking_settings(driver, graph, ds, qa, encoder, settings: RetrievalSettings
     memory = graph if isinstance(graph, MemoryGraph) else MemoryGraph.from_export(
         export_graph(driver, ds.name, ds.export_dir), graph)
     settings = ensure_linking(driver, memory, qa.split("train"), encoder, settings, with_prior=wanted, refit=refit,
-                              typed=ds.retrieval.typed_questions > 0)
+                              typed=ds.retrieval.typed_questions > 0, folds=ds.retrieval.prior_folds,
+                              fold_file=ds.cache_dir / FOLD_FILE)
     linker = settings.linker
     console.print(f"entity linker (the dataset record's, fitted on {linker.stats.get('questions', '?')} training "
                   f"questions and {linker.stats.get('typed_variants', 0)} typed variants; topic among its "

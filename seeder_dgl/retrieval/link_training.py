@@ -19,7 +19,10 @@ So the same linker and prior serve questions as written and as typed.
 """
 from __future__ import annotations
 
+import json
 import random
+import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -63,6 +66,61 @@ the validation questions' second hop right for 0.831, all of them for 0.869 (0.6
 where no training question has the validation question's wording)."""
 
 
+MIN_FOLD_TEMPLATES = 20
+"""Training templates a fold prior needs (as the full prior does)."""
+
+
+def wording_fold(template: str, folds: int) -> int:
+    """The fold of a question's wording: its template (topic masked) with only its letters and
+    digits, hashed. Questions worded alike fall in one fold, typed variants with their question."""
+    key = " ".join(re.findall(r"[^\W_]+", template.casefold()))
+    return zlib.crc32(key.encode("utf-8")) % folds
+
+
+@dataclass
+class FoldPriors:
+    """Relation priors cross-fitted by wording, for the policy's training subgraphs.
+
+    ``priors[k]`` was fitted like the dataset's prior (``full``, its fingerprint) on the training
+    templates of every fold but ``k``; a training question in fold ``k`` is extracted with it. So
+    the relation terms the policy learns from are read from wordings the prior has not seen, as
+    the questions it will be asked are, and the policy learns how far to trust them instead of
+    learning that they are always right (on its training questions the full prior all but is).
+    ``fold_of``: the fold of every training question the fit read (by its id); ``wording_fold``
+    for the others. No ``priors``: the questions had too few wordings to cross-fit (every fold
+    needs some, and the others ``MIN_FOLD_TEMPLATES``), and the full prior serves."""
+
+    priors: list[RelationPrior]
+    fold_of: dict[int, int]
+    full: str
+
+    @property
+    def folds(self) -> int:
+        return len(self.priors)
+
+    def __bool__(self) -> bool:
+        return bool(self.priors)
+
+    def fold(self, query_id: int, template: str | None) -> int:
+        found = self.fold_of.get(int(query_id))
+        if found is not None:
+            return found
+        return wording_fold(template, self.folds) if template else int(query_id) % self.folds
+
+    def to_json(self) -> str:
+        return json.dumps({"full": self.full, "fold_of": [[int(k), int(v)] for k, v in sorted(self.fold_of.items())],
+                           "priors": [p.to_json() for p in self.priors]})
+
+    @classmethod
+    def from_json(cls, text: str) -> "FoldPriors":
+        raw = json.loads(text)
+        priors = [RelationPrior.from_json(p) for p in raw["priors"]]
+        fold_of = {int(k): int(v) for k, v in raw["fold_of"]}
+        if len(priors) == 1 or any(not 0 <= v < len(priors) for v in fold_of.values()):
+            raise ValueError(f"{len(priors)} fold priors for folds {sorted(set(fold_of.values()))}")
+        return cls(priors, fold_of, str(raw["full"]))
+
+
 @dataclass
 class LinkingFit:
     """What ``fit_linking`` fitted, and how."""
@@ -70,6 +128,8 @@ class LinkingFit:
     linker: EntityLinker
     prior: RelationPrior | None
     stats: dict = field(default_factory=dict)
+    fold_priors: FoldPriors | None = None
+    """With ``fit_linking(folds=K)``: the prior cross-fitted by wording (``FoldPriors``)."""
 
 
 @dataclass
@@ -134,7 +194,8 @@ whichever setting was chosen (a prior of more hops serves a shallower expansion)
 def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], np.ndarray], *, hops: int,
                 encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray], list]] | None = None,
                 require_prior: bool = False, typed: bool = True, max_questions: int = 5000,
-                max_prior_questions: int = PRIOR_QUESTIONS, seed: int = 0, progress: bool = True) -> LinkingFit:
+                max_prior_questions: int = PRIOR_QUESTIONS, seed: int = 0, progress: bool = True,
+                folds: int = 0) -> LinkingFit:
     """Fit the relation prior for ``hops`` hops and the linker on up to ``max_questions`` of the
     training ``queries`` and, with ``typed``, a typed variant of each. The prior also reads up to
     ``max_prior_questions`` in all where the dataset marks the topic (``_marked_rows``).
@@ -146,6 +207,10 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     templates (``TextEncoder.encode``). With ``encode_tokens`` (``TextEncoder.encode_query_tokens``)
     the prior reads the templates' tokens too (``fit_token_prior``), else their embeddings only.
     The prior is returned bound to them, and the linker with it.
+
+    With ``folds`` > 1 the prior is also cross-fitted by wording (``FoldPriors``), and the linker's
+    relation features of each training question are read from the fold prior that did not see its
+    wording, as they will be for questions worded some other way.
     """
     queries = [q for q in queries if q.answers]
     every = queries
@@ -188,19 +253,22 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     sampled = {id(v.query) for v in clean}
     marked = _marked_rows(graph, [q for q in every if id(q) not in sampled and q.topic],
                           max(max_prior_questions - len(clean), 0), typed, seed)
+    fold_priors = None
     try:
-        prior = _fit_prior(graph, variants, encode, encode_tokens, hops, seed, progress, marked)
+        prior, fold_priors = _fit_prior(graph, variants, encode, encode_tokens, hops, seed, progress, marked, folds)
     except SeederError:
         if require_prior:
             raise
         prior = None
     if prior is not None:
         templates = sorted({v.mentions.template() for v in variants} - {None})
-        table = dict(zip(templates, prior.features(templates))) if templates else {}
+        readers = fold_priors.priors if fold_priors else [prior]
+        tables = [dict(zip(templates, p.features(templates))) if templates else {} for p in readers]
         for v in variants:
             template = v.mentions.template()
             if template is not None:
-                add_relation_features(v.mentions, prior.scores(table[template], hops=1)[0])
+                k = fold_priors.fold(v.query.id, None) if fold_priors else 0
+                add_relation_features(v.mentions, readers[k].scores(tables[k][template], hops=1)[0])
     types = sorted({str(h.get("type")) for v in variants for h in v.hits if h.get("type")})
     examples = [LinkExample(v.mentions, v.gold()) for v in variants if v.topic]
     linker = fit_linker(examples, rates, types, seed=seed)
@@ -214,7 +282,10 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     linker.stats.update(stats)
     if prior is not None:
         prior = prior.bind(encode, encode_tokens)  # not the fit's memory of every template's tokens
-    return LinkingFit(linker.with_prior(prior), prior, stats)
+    if fold_priors is not None:
+        fold_priors.priors = [p.bind(encode, encode_tokens) for p in fold_priors.priors]
+        stats["prior_folds"] = fold_priors.folds  # 0: too few wordings to cross-fit
+    return LinkingFit(linker.with_prior(prior), prior, stats, fold_priors)
 
 
 def _read_hits(graph, variants: list[_Variant], encode, what: str, progress: bool,
@@ -268,10 +339,11 @@ def _marked_rows(graph, queries: Sequence[Query], limit: int, typed: bool, seed:
 
 
 def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int, seed: int,
-               progress: bool, marked: Sequence[tuple[Query, str]] = ()) -> RelationPrior:
+               progress: bool, marked: Sequence[tuple[Query, str]] = (), folds: int = 0
+               ) -> tuple[RelationPrior, FoldPriors | None]:
     relation_types = list(graph.info.relation_types)
     labels_of: dict[int, np.ndarray | None] = {}
-    rows, labels = [], []
+    rows, labels, owners = [], [], []
     with _bars(progress) as bars:
         task = bars.add_task("relation paths of the training questions", total=len(variants))
         for v in variants:
@@ -285,6 +357,7 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
                 continue
             rows.append(question_template(v.text, [v.span_text()]))
             labels.append(labels_of[qid])
+            owners.append(qid)
         if marked:
             task = bars.add_task("relation paths of more training questions", total=len(marked))
         for q, template in marked:
@@ -295,19 +368,49 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
             if labels_of[qid] is not None:
                 rows.append(template)
                 labels.append(labels_of[qid])
+                owners.append(qid)
     if len(rows) < 20:
         raise SeederError(f"only {len(rows)} training questions have an answer within {hops} hops of their topic: "
                           "too few to learn which relations to follow; use a profile without the relation prior")
+    labels = np.stack(labels)
     if encode_tokens is None:
-        prior = fit_relation_prior(encode(rows), np.stack(labels), relation_types, seed=seed, input="template")
+        sentences = encode(rows)
+
+        def fit(pick):
+            return fit_relation_prior(sentences[pick], labels[pick], relation_types, seed=seed, input="template")
     else:
         encode_tokens = _remembered(encode_tokens)  # the linker's features read the same templates again
         sentences, tokens, spans = encode_tokens(rows)
         positions = [topic_positions(row, span, len(t)) for row, t, span in zip(rows, tokens, spans)]
-        prior = fit_token_prior(sentences, tokens, np.stack(labels), relation_types, positions=positions, seed=seed,
-                                relation_emb=getattr(graph, "rel_emb", None))
+
+        def fit(pick):
+            return fit_token_prior(sentences[pick], [tokens[i] for i in pick], labels[pick], relation_types,
+                                   positions=[positions[i] for i in pick], seed=seed,
+                                   relation_emb=getattr(graph, "rel_emb", None))
+    prior = fit(np.arange(len(rows)))
     prior.stats.update({"sampled": len(labels_of), "templates": len(rows)})
-    return prior.bind(encode, encode_tokens)
+    prior = prior.bind(encode, encode_tokens)
+    if folds < 2:
+        return prior, None
+    fold_priors = cross_fit(rows, owners, folds, fit, prior.fingerprint)
+    fold_priors.priors = [p.bind(encode, encode_tokens) for p in fold_priors.priors]
+    return prior, fold_priors
+
+
+def cross_fit(rows: Sequence[str], owners: Sequence[int], folds: int, fit: Callable[[np.ndarray], RelationPrior],
+              full: str) -> FoldPriors:
+    """``FoldPriors`` over ``folds`` folds of the templates ``rows`` (``owners``: each row's question
+    id): a question's rows go to the fold of its first row's wording (its template as written), and
+    ``fit(indices)`` fits the prior of fold k on the rows of every other fold. ``full``: the
+    fingerprint of the prior fitted on all rows."""
+    fold_of: dict[int, int] = {}
+    for qid, row in zip(owners, rows):
+        fold_of.setdefault(int(qid), wording_fold(row, folds))
+    row_fold = np.asarray([fold_of[int(qid)] for qid in owners], dtype=np.int64)
+    sizes = np.bincount(row_fold, minlength=folds)
+    if sizes.min() == 0 or (len(rows) - sizes).min() < MIN_FOLD_TEMPLATES:
+        return FoldPriors([], {}, full)
+    return FoldPriors([fit(np.flatnonzero(row_fold != k)) for k in range(folds)], fold_of, full)
 
 
 def _remembered(encode_tokens):

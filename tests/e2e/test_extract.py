@@ -12,6 +12,8 @@ from seeder_dgl.graphstore.writer import GraphWriter
 from seeder_dgl.subgraph import cache
 from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings
 from seeder_dgl.retrieval.extract import extract_split
+from seeder_dgl.retrieval.link_training import FoldPriors
+from seeder_dgl.retrieval.relation_prior import RelationPrior
 from tests.helpers.graphs import random_embeddings, random_kg
 
 
@@ -74,6 +76,31 @@ def test_a_partial_split_resumes_and_other_settings_are_refused(graph, tmp_path)
     cache.shard_path(folder, 0).write_bytes(b"not a zip")
     with pytest.raises(cache.CacheError, match="damaged"):
         cache.load_split(folder)
+
+
+def test_each_training_subgraph_reads_the_prior_of_its_wordings_fold(graph, tmp_path):
+    live, emb = graph
+    queries, q = _queries(12, emb)
+    types = list(live.info.relation_types)
+    rng = np.random.default_rng(3)
+    full, *folded = [RelationPrior(rng.normal(size=(2, len(types), q.shape[1])), rng.normal(size=(2, len(types))),
+                                   types, {}) for _ in range(3)]
+    fold_priors = FoldPriors(folded, {}, full.fingerprint)
+    folds = [i % 3 % 2 for i in range(len(queries))]
+    settings = RetrievalSettings(seeds=2, budgets=(5, 5), relation_prior=full)
+    summary = extract_split(live, queries, q, tmp_path / "folds", settings, shard_size=5, progress=False,
+                            fold_priors=fold_priors, folds=folds)
+    assert summary["prior_folds"] == 2 and summary["num_queries"] == 12
+    records, _ = cache.load_split(tmp_path / "folds")
+    assert [r.query_id for r in records] == [x.id for x in queries]  # in order, whatever the folds
+    for record, k, vector in zip(records, folds, q):
+        np.testing.assert_allclose(record.relation_scores, folded[k].scores(vector, hops=2), atol=1e-6)
+        assert not np.allclose(record.relation_scores, full.scores(vector, hops=2), atol=1e-3)
+    with pytest.raises(SeederError, match="other settings"):  # the same settings without folds
+        extract_split(live, queries, q, tmp_path / "folds", settings, shard_size=5, progress=False)
+    with pytest.raises(SeederError, match="wording folds"):
+        extract_split(live, queries, q, tmp_path / "more", settings, progress=False, fold_priors=fold_priors,
+                      folds=folds[:3])
 
 
 class FixedEncoder:
