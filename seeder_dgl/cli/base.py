@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Callable
+from typing import Annotated, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -65,6 +65,16 @@ def one_line_errors(func: Callable) -> Callable:
             raise typer.Exit(130)
 
     return wrapper
+
+
+# ---- shared options: the retrieval settings `extract` and `query` take ----------------------------
+SeedsOption = Annotated[Optional[int], typer.Option(help="k0 seeds per question \\[default: the profile's].")]
+BudgetsOption = Annotated[Optional[str], typer.Option(
+    help="Nodes K-hop adds per hop, comma-separated, e.g. 50,97 \\[default: the profile's].")]
+ProfileOption = Annotated[Optional[str], typer.Option(
+    help="Retrieval settings: paper (the paper's: dense seeds, k0=3, B=150), or a dataset's own (MetaQA: deep, a "
+         "full-text seed, 3 hops, B=500) \\[default: the dataset's best: MetaQA deep, others paper].")]
+SeedingOption = Annotated[Optional[str], typer.Option(help="dense, fulltext or hybrid \\[default: the profile's].")]
 
 
 # ---- shared option helpers ---------------------------------------------------------------------

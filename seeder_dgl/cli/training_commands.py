@@ -3,7 +3,16 @@ from __future__ import annotations
 
 import typer
 
-from seeder_dgl.cli.base import app, console, one_line_errors, parse_budgets
+from seeder_dgl.cli.base import (
+    BudgetsOption,
+    ProfileOption,
+    SeedingOption,
+    SeedsOption,
+    app,
+    console,
+    one_line_errors,
+    parse_budgets,
+)
 from seeder_dgl.errors import SeederError
 
 
@@ -14,12 +23,10 @@ def extract(
     dataset: str = typer.Argument(..., help="An ingested dataset with questions (metaqa, prime, ...)."),
     split: list[str] = typer.Option(["train", "val"], help="Question split(s) to extract; repeat the option."),
     source: str = typer.Option(None, help="Folder of the dataset's question files \\[default: ../shared]."),
-    seeds: int = typer.Option(None, help="k0 seeds per query \\[default: the profile's]."),
-    budgets: str = typer.Option(None, help="Nodes added per hop, comma-separated, e.g. 50,97 \\[default: the profile's]."),
-    profile: str = typer.Option(None, help="Retrieval settings: paper (the paper's: dense seeds, k0=3, B=150), or a "
-                                           "dataset's own (MetaQA: deep) \\[default: the dataset's best: MetaQA "
-                                           "deep, others paper]."),
-    seeding: str = typer.Option(None, help="dense, fulltext or hybrid \\[default: the profile's]."),
+    seeds: SeedsOption = None,
+    budgets: BudgetsOption = None,
+    profile: ProfileOption = None,
+    seeding: SeedingOption = None,
     limit: int = typer.Option(None, min=1, help="Only the first N questions of each split (quick runs)."),
     sample: int = typer.Option(None, min=1, help="A fixed random sample of N questions of each split (seed 0)."),
     overwrite: bool = typer.Option(False, help="Replace a cache built with other settings."),

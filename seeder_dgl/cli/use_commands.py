@@ -3,7 +3,17 @@ from __future__ import annotations
 
 import typer
 
-from seeder_dgl.cli.base import app, console, err_console, one_line_errors, parse_budgets
+from seeder_dgl.cli.base import (
+    BudgetsOption,
+    ProfileOption,
+    SeedingOption,
+    SeedsOption,
+    app,
+    console,
+    err_console,
+    one_line_errors,
+    parse_budgets,
+)
 from seeder_dgl.errors import SeederError
 
 
@@ -18,12 +28,10 @@ def query_command(
     output: str = typer.Option("table", "--format", help="table, json, triples or cypher."),
     checkpoint: str = typer.Option(None, help="Policy checkpoint \\[default: runs/<dataset>/<profile>-full/best.pt; "
                                               "runs/<dataset>/full/best.pt for the paper profile]."),
-    seeds: int = typer.Option(None, help="k0 seeds \\[default: the profile's]."),
-    budgets: str = typer.Option(None, help="K-hop nodes per hop, e.g. 50,97 \\[default: the profile's]."),
-    profile: str = typer.Option(None, help="Retrieval settings: paper (dense, k0=3, B=150) or a dataset's "
-                                           "own, e.g. deep for MetaQA (full-text seed, 3 hops, B=500) "
-                                           "\\[default: the dataset's best: MetaQA deep, others paper]."),
-    seeding: str = typer.Option(None, help="dense, fulltext or hybrid \\[default: the profile's]."),
+    seeds: SeedsOption = None,
+    budgets: BudgetsOption = None,
+    profile: ProfileOption = None,
+    seeding: SeedingOption = None,
 ):
     """Retrieve from the live graph: embed the question, seed and expand in Neo4j, rank.
 
