@@ -11,7 +11,10 @@ finds which node that is in three steps:
    best, compared as letters and digits only, case and accents folded ("Ocean's Eleven" and
    "oceans eleven" are one string), by optimal-string-alignment distance (``rapidfuzz``). A name
    of ``MIN_FUZZY_NAME`` letters or more may differ by one edit, of ``MIN_TWO_EDITS`` or more by
-   two (``allowed_edits``).
+   two (``allowed_edits``). A name of several words none of whose spans matches may still be
+   named by its last word alone, as people name a person by the surname ("what films did hanks
+   star in"): a partial match, marked by a feature of its own, where the profile asks for it
+   (``partial_names``; the linker is then fitted with such questions in its mix).
 3. **A learned score** (``EntityLinker``): a small network over features of each candidate: how
    well and how much of the question its span matches, whether the letter case agrees and
    whether the question has any case at all, how often its words belong to questions rather than
@@ -37,7 +40,7 @@ from typing import Sequence
 
 import numpy as np
 
-from seeder_dgl.graphstore.name_index import APOSTROPHES, MAX_TERMS, WORD, NameQuery, fold
+from seeder_dgl.graphstore.name_index import APOSTROPHES, MAX_TERMS, STOP_WORDS, WORD, NameQuery, fold
 
 MIN_FUZZY_NAME = 4
 """Names (letters and digits) of this length or more match a span within one edit ..."""
@@ -47,6 +50,10 @@ JOINED_NAME = re.compile(r"[^\W_]_[^\W_]")
 """Two words of a name joined by '_' ('New_York')."""
 JOINED_SHARE = 0.1
 """Share of names written with '_' between words above which questions are also asked joined."""
+MIN_PARTIAL = 3
+"""Letters the last word of a name needs to match a question word on its own (a partial match) ..."""
+MIN_FUZZY_PARTIAL = 6
+"""... and to match it within one edit (never two: one word says less than a whole name)."""
 PLAIN_RATE = 0.9
 """A word found outside the topic's name in this share of the training questions that use it is
 sent to the name index exactly (``graphstore.name_index.lucene_query``)."""
@@ -134,8 +141,10 @@ def name_pattern(name: str) -> str | None:
 FEATURES = ("match", "edits", "edit_rate", "exact", "cased", "name_upper", "question_cased", "span_share",
             "name_chars", "name_words", "token_recall", "longest", "inside_other", "ambiguity", "question_words",
             "text_score", "similarity", "similarity_rank", "log_degree", "relation_fit", "relation_max",
-            "relation_known")
+            "relation_known", "partial")
 """Per-candidate features, in column order (node types follow as one-hot columns)."""
+LINKER_FEATURES_V1 = FEATURES[:FEATURES.index("partial")]
+"""The features of linkers fitted before partial matches: they are read with ``partial`` unweighted."""
 _F = {name: i for i, name in enumerate(FEATURES)}
 
 
@@ -179,14 +188,17 @@ SCORED = 30
 
 
 def mention_table(question: str, hits: Sequence[dict], word_rates: dict[str, float] | None = None,
-                  keep: int | None = SCORED) -> Mentions:
+                  keep: int | None = SCORED, partial: bool = False) -> Mentions:
     """The spans and features of ``hits`` (dicts with id, name, text_score, similarity, and where the
     backend reads them, type and degrees) for ``question``: the ``keep`` best by lexical match
     (None: all), in that order.
 
-    Lexical order: a name matched within its allowed edits first, then the longer name less twice
-    its edits, scaled by how little its span's words are question words (``word_rates``), then
-    the Lucene score, then the hit's position."""
+    Lexical order: a name matched within its allowed edits, or, with ``partial``, a name of several
+    words whose last word alone matches a question word (a partial match, feature ``partial``:
+    "hanks" for Tom Hanks; exactly, or within one edit from ``MIN_FUZZY_PARTIAL`` letters) first; among them the
+    longer match less twice its edits (a partial one less half a letter more), scaled by how
+    little its span's words are question words (``word_rates``); then the Lucene score, then the
+    hit's position."""
     from rapidfuzz.distance import OSA
     from rapidfuzz.process import cdist
 
@@ -216,6 +228,22 @@ def mention_table(question: str, hits: Sequence[dict], word_rates: dict[str, flo
     edits = np.where((gap[rows, best] <= 1) & has_name, dist[rows, best], 99)
     allowed = np.where(name_chars < MIN_FUZZY_NAME, 0, np.where(name_chars < MIN_TWO_EDITS, 1, 2))
     matched = edits <= allowed
+    # A partial match: a name of several words not matched whole, its last word alone matching
+    # one question word (a one-word span; not a stop word).
+    last = [f.norm[-1] if len(f.norm) > 1 and len(f.norm[-1]) >= MIN_PARTIAL else "" for f in forms]
+    is_partial = np.zeros(c, dtype=bool)
+    part_edits = np.full(c, 99, dtype=np.int64)
+    if partial and any(last) and not matched.all():
+        single = np.flatnonzero(span_len == 1)
+        words = [compacts[j] for j in single]
+        far = cdist(last, words, scorer=OSA.distance, dtype=np.int32, workers=1).astype(np.int64)
+        far[:, [w in STOP_WORDS for w in words]] = 99
+        near = far.argmin(axis=1)
+        part_len = np.fromiter((len(w) for w in last), dtype=np.int64, count=c)
+        part_allowed = (part_len >= MIN_FUZZY_PARTIAL).astype(np.int64)  # one word: at most one edit
+        part_edits = far[rows, near]
+        is_partial = ~matched & (part_len > 0) & (part_edits <= part_allowed)
+        best = np.where(is_partial, single[near], best)
     # question_words of each span, once per distinct span
     rates = word_rates or {}
     span_rate = np.zeros(len(compacts))
@@ -225,7 +253,11 @@ def mention_table(question: str, hits: Sequence[dict], word_rates: dict[str, flo
     q_words = np.where(has_name, span_rate[best], 0.0)
     text = np.fromiter((float(h.get("text_score") or 0.0) for h in hits), dtype=np.float64, count=c)
     strength = matched * (name_chars - 2.0 * np.minimum(edits, 3)) * (1.0 - q_words)
-    order = np.lexsort((rows, -text, -strength, ~matched))
+    # A partial match ranks among the whole ones by its strength, less half a letter: a whole name
+    # as long as a surname goes first ("Hanks" before "Tom Hanks" for "hanks").
+    strength = np.where(is_partial, (span_chars(compacts, best) - 2.0 * np.minimum(part_edits, 3) - 0.5)
+                        * (1.0 - q_words), strength)
+    order = np.lexsort((rows, -text, -strength, ~(matched | is_partial)))
     order = order[:keep] if keep is not None else order
     k = order.shape[0]
 
@@ -244,12 +276,13 @@ def mention_table(question: str, hits: Sequence[dict], word_rates: dict[str, flo
     q_norms = {t.norm for t in tokens}
     letters = [ch for ch in question if ch.isalpha()]
     feats[:, _F["question_cased"]] = any(ch.isupper() for ch in letters[1:])  # more than a capital first letter
+    feats[:, _F["partial"]] = is_partial[order]
     kept_hits = [hits[j] for j in order]
     spans = []
     for i, j in enumerate(order.tolist()):
         form = forms[j]
         a, w = int(s0[i]), int(width[i])
-        spans.append((tokens[a].start, tokens[a + w - 1].end) if matched[j] else (0, 0))
+        spans.append((tokens[a].start, tokens[a + w - 1].end) if matched[j] or is_partial[j] else (0, 0))
         feats[i, _F["name_upper"]] = form.has_upper
         feats[i, _F["cased"]] = e[i] == 0 and tuple(t.raw for t in tokens[a:a + w]) == form.raw
         feats[i, _F["token_recall"]] = sum(1 for word in form.norm if word in q_norms) / max(len(form.norm), 1)
@@ -277,6 +310,11 @@ def mention_table(question: str, hits: Sequence[dict], word_rates: dict[str, flo
     return Mentions(question, kept_hits, spans, feats, degrees)
 
 
+def span_chars(compacts: Sequence[str], spans: np.ndarray) -> np.ndarray:
+    """Letters and digits of each of the question's spans ``spans`` (indices into ``compacts``)."""
+    return np.fromiter((len(compacts[j]) for j in spans), dtype=np.float64, count=len(spans))
+
+
 def add_relation_features(mentions: Mentions, hop1: np.ndarray | None) -> None:
     """Fill the relation features: ``hop1`` [R] is the relation prior's hop-1 probabilities for the
     question's template (None: no prior, the features stay 0); a candidate's relations are its
@@ -295,13 +333,13 @@ def add_relation_features(mentions: Mentions, hop1: np.ndarray | None) -> None:
 
 
 # ---- the scorer ---------------------------------------------------------------------------------
-# Hand-set weights for a dataset without a fitted linker: a name matched in full first, with few
-# edits, over a long span and not inside a longer match, in the question's case, a proper noun
+# Hand-set weights for a dataset without a fitted linker: a name matched in full first (then one
+# named by its last word), with few edits, over a long span and not inside a longer match, in the question's case, a proper noun
 # before a common one; then relations the prior expects, then cosine to the question.
 _DEFAULT_WEIGHTS = {"match": 6.0, "edits": -1.0, "edit_rate": -4.0, "exact": 1.0, "cased": 1.0, "name_upper": 1.0,
                     "span_share": 4.0, "longest": 1.5, "inside_other": -3.0, "token_recall": 2.0,
                     "question_words": -2.0, "text_score": 0.5, "similarity": 1.0, "relation_fit": 2.0,
-                    "relation_max": 1.0}
+                    "relation_max": 1.0, "partial": 3.0}
 
 
 @dataclass(frozen=True)
@@ -350,6 +388,11 @@ class EntityLinker:
     def name_query(self) -> NameQuery:
         """How this dataset's questions are put to its name index."""
         return NameQuery(self.plain_words, self.joined_names)
+
+    @property
+    def partial_names(self) -> bool:
+        """Fitted to link names by their last word too (``mention_table(partial=True)``)."""
+        return bool(self.stats.get("partial_names"))
 
     @property
     def relation_features(self) -> bool:
@@ -433,7 +476,9 @@ class EntityLinker:
     @classmethod
     def from_json(cls, text: str) -> "EntityLinker":
         raw = json.loads(text)
-        if list(raw.get("features", [])) != list(FEATURES):
+        stored = list(raw.get("features", []))
+        added = len(FEATURES) - len(stored)
+        if stored != list(FEATURES)[:len(stored)] or stored[:len(LINKER_FEATURES_V1)] != list(LINKER_FEATURES_V1):
             raise ValueError("it was fitted on other features than this version computes")
         mean, scale = np.asarray(raw["mean"], dtype=np.float64), np.asarray(raw["scale"], dtype=np.float64)
         width = len(FEATURES) + len(raw.get("type_names", []))
@@ -442,6 +487,14 @@ class EntityLinker:
         if raw.get("hidden_weight") is not None:
             hidden_weight = np.asarray(raw["hidden_weight"], dtype=np.float64)
             hidden_bias = np.asarray(raw["hidden_bias"], dtype=np.float64)
+        if added:  # a linker fitted before the newer features: they get no weight, so it scores as it did
+            at = len(stored)
+            mean, scale = np.insert(mean, at, np.zeros(added)), np.insert(scale, at, np.ones(added))
+            if hidden_weight is None:
+                out = np.insert(out, at, np.zeros(added))
+            elif hidden_weight.ndim == 2:
+                hidden_weight = np.insert(hidden_weight, at, np.zeros((added, hidden_weight.shape[1])), axis=0)
+        if hidden_weight is not None:
             if hidden_weight.shape != (width, out.shape[0]) or hidden_bias.shape != out.shape:
                 raise ValueError(f"hidden layer of shape {hidden_weight.shape} for {width} inputs")
         elif out.shape != (width,):
@@ -483,7 +536,7 @@ class Linked:
 def link(question: str, hits: Sequence[dict], k: int, linker: EntityLinker | None = None) -> Linked:
     """Link ``question`` to ``k`` or more of ``hits`` (more where candidates are close to the best)."""
     linker = linker or EntityLinker.default()
-    mentions = mention_table(question, hits, linker.word_rates)
+    mentions = mention_table(question, hits, linker.word_rates, partial=linker.partial_names)
     add_relation_features(mentions, hop1_scores(linker.prior, mentions.template()))
     order, logits = linker.order(mentions)
     return Linked(mentions, order, linker._choose(mentions, order, logits, k))

@@ -224,7 +224,8 @@ def prefetch_linking(graph: GraphBackend, questions: Sequence[str], embeddings: 
             hits[(q, CANDIDATES, words)] = (e, graph.fulltext_hits(q, e, CANDIDATES, words))
     prior = linker.prior or settings.relation_prior  # one prior, one encoder: the dataset's (ensure_linking)
     if prior is not None and prior.reads_templates and prior.bound:
-        templates = {mention_table(q, h, linker.word_rates).template() for (q, _, _), (_, h) in hits.items()}
+        templates = {mention_table(q, h, linker.word_rates, partial=linker.partial_names).template()
+                     for (q, _, _), (_, h) in hits.items()}
         if templates - {None}:
             prior.features(sorted(templates - {None}))
     return PrefetchedNames(graph, hits)
