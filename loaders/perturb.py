@@ -17,6 +17,8 @@ questions in (``TYPED_MIX``).
 - ``filler``: asked as in a chat, with words around the question: an opening ("can you tell me
   what films did Tom Hanks star in"), a closing ("... please") or both, from ``OPENINGS`` and
   ``CLOSINGS``.
+- ``surname``: a name of two or three words, each capitalised, named by its last word alone, as
+  people name a person by the surname ("what films did Hanks star in"); other names are kept.
 
 Kinds compose with ``+``: ``lower+typo`` is a lower-case question with a typo in its name.
 """
@@ -27,7 +29,7 @@ import re
 import unicodedata
 from typing import Sequence
 
-PERTURBATIONS = ("lower", "typo", "nopunct", "shuffle-case", "keywords", "filler")
+PERTURBATIONS = ("lower", "typo", "nopunct", "shuffle-case", "keywords", "filler", "surname")
 """The single kinds ``perturb`` knows (compose them with '+')."""
 
 TYPED_MIX = ("lower", "typo", "lower+typo", "nopunct", "shuffle-case", "keywords", "filler")
@@ -37,6 +39,8 @@ prior and the policy had only read whole sentences. With ``filler`` left out, Me
 validation questions with chat words around them ("hi, ...?", "i was wondering ...", "... thanks":
 none of them in ``OPENINGS`` or ``CLOSINGS``) scored 0.845 to 0.910 against 0.987 as written, and
 "... thanks" 0.520 at 1 hop."""
+PARTIAL_NAMES_MIX = TYPED_MIX + ("surname",)
+"""The training mix where the profile links names by their last word too (``partial_names``)."""
 
 OPENINGS = ("can you tell me", "could you please tell me", "please tell me", "i'd like to know",
             "i want to know", "do you know", "tell me", "hey,", "quick question:", "help me find out",
@@ -161,6 +165,26 @@ def with_filler(text: str, rng: random.Random) -> str:
     return body
 
 
+NAME_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
+"""A word of a person's name: letters, with inner apostrophes or hyphens ("O'Neil", "Jean-Luc")."""
+
+
+def surname(text: str, names: Sequence[str] = ()) -> str:
+    """``text`` with the first of ``names`` found in it named by its last word: names of two or
+    three words, each capitalised, with nothing but spaces and periods between them ("Tom Hanks",
+    "J. J. Abrams"), whose last word has three letters or more; ``text`` as it is otherwise."""
+    for name in sorted((n for n in names if n), key=len, reverse=True):
+        words = NAME_WORD.findall(name)
+        if not 2 <= len(words) <= 3 or len(words[-1]) < 3 or not all(w[0].isupper() for w in words):
+            continue
+        if re.sub(r"[\s.]", "", name) != "".join(words):
+            continue
+        span = find_span(text, name)
+        if span is not None:
+            return text[:span[0]] + words[-1] + text[span[1]:]
+    return text
+
+
 def shuffle_case(text: str, rng: random.Random) -> str:
     return "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in text)
 
@@ -181,6 +205,8 @@ def perturb(text: str, kind: str, rng: random.Random, names: Sequence[str] = ())
             text = keywords(text, names)
         elif part == "filler":
             text = with_filler(text, rng)
+        elif part == "surname":
+            text = surname(text, names)
         else:
             raise ValueError(f"unknown perturbation {part!r}: choose from {', '.join(PERTURBATIONS)}")
     return text
@@ -197,12 +223,13 @@ def perturb_all(texts: Sequence[str], kind: str, seed: int = 0,
     return out
 
 
-def typed_variant(text: str, key: str, share: float, seed: int = 0, names: Sequence[str] = ()) -> tuple[str, str]:
+def typed_variant(text: str, key: str, share: float, seed: int = 0, names: Sequence[str] = (),
+                  mix: Sequence[str] = TYPED_MIX) -> tuple[str, str]:
     """The question as training sees it: with probability ``share`` (drawn from ``key``, e.g. the
-    question id, and ``seed``) a ``TYPED_MIX`` perturbation of it, else the text itself.
+    question id, and ``seed``) a perturbation of it drawn from ``mix``, else the text itself.
     Returns (text, kind), kind '' for the text as written."""
     rng = random.Random(f"typed:{seed}:{key}")
     if rng.random() >= share:
         return text, ""
-    kind = rng.choice(TYPED_MIX)
+    kind = rng.choice(mix)
     return perturb(text, kind, rng, names), kind

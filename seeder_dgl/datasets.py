@@ -61,6 +61,10 @@ class RetrievalDefaults:
     this many folds of the training questions' wordings (``retrieval.link_training.FoldPriors``), so
     the policy learns from relation terms read from wordings the prior has not seen; 0 or 1: the
     prior fitted on every training question."""
+    partial_names: bool = False
+    """Entity linking also matches a name of several words by its last word alone ("what films did
+    hanks star in"; ``retrieval.linking.mention_table(partial=True)``), and the training mix names
+    people by their surname (``loaders.perturb.PARTIAL_NAMES_MIX``)."""
 
 
 @dataclass

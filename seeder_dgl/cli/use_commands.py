@@ -212,8 +212,9 @@ def eval_command(
                                               "(funnel-seeder.md)."),
     perturb: str = typer.Option(None, help="Also the same questions as people type them, scored beside them "
                                            "(typed.md): a comma list of lower, typo (in the topic's name), nopunct, "
-                                           "shuffle-case, keywords (function words dropped), or combinations "
-                                           "such as lower+typo; fixed seed."),
+                                           "shuffle-case, keywords (function words dropped), filler (chat words "
+                                           "around it), surname (a person by the last word of the name), or "
+                                           "combinations such as lower+typo; fixed seed."),
 ):
     """Score every retriever on the same questions: table, results.json/.md, STaRK-format predictions, plots."""
     if coverage:

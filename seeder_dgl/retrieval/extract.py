@@ -15,7 +15,7 @@ import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from loaders.kg import Query
-from loaders.perturb import typed_variant
+from loaders.perturb import PARTIAL_NAMES_MIX, TYPED_MIX, typed_variant
 from seeder_dgl.datasets import DatasetContext, get_spec
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
@@ -51,7 +51,7 @@ def label_subgraph(sub: QuerySubgraph, query: Query) -> QuerySubgraph:
     return sub
 
 
-def typed_queries(graph, queries: list[Query], share: float, seed: int = 0) -> list[Query]:
+def typed_queries(graph, queries: list[Query], share: float, seed: int = 0, mix=TYPED_MIX) -> list[Query]:
     """``queries`` with a seeded ``share`` of them typed as people do (``loaders.perturb.typed_variant``:
     lower case, a typo in the topic's name, no punctuation, random case), drawn per question id, so
     the same questions are typed the same way in every run."""
@@ -63,7 +63,7 @@ def typed_queries(graph, queries: list[Query], share: float, seed: int = 0) -> l
         names = dict(zip(topics, live.describe(topics)[1]))
     out = []
     for q in queries:
-        text, kind = typed_variant(q.text, str(q.id), share, seed, [names[t] for t in q.topic if t in names])
+        text, kind = typed_variant(q.text, str(q.id), share, seed, [names[t] for t in q.topic if t in names], mix)
         out.append(replace(q, text=text) if kind else q)
     return out
 
@@ -179,7 +179,8 @@ def load_fold_priors(path: Path, prior: RelationPrior | None, encoder, relation_
 
 def ensure_linking(driver, graph, queries: list[Query], encoder, settings: RetrievalSettings, *, with_prior: bool,
                    refit: bool = False, typed: bool = True, max_questions: int = 5000,
-                   progress: bool = True, folds: int = 0, fold_file: Path | None = None) -> RetrievalSettings:
+                   progress: bool = True, folds: int = 0, fold_file: Path | None = None,
+                   partial_names: bool = False) -> RetrievalSettings:
     """``settings`` with the dataset's entity linker and (``with_prior``: K-hop follows it) relation
     prior: the ones stored in its record, else (or with ``refit``) both fitted on up to
     ``max_questions`` of the training ``queries`` (with a typed variant of each where ``typed``:
@@ -189,18 +190,21 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
 
     With ``folds`` > 1 (and ``with_prior``) the prior is also cross-fitted by wording into
     ``fold_file`` (``FoldPriors``); a stored prior without fold priors of its own is fitted again.
+    ``partial_names``: link names by their last word too; a stored linker fitted otherwise is fitted again.
     """
 
     prior = None if refit else stored_relation_prior(graph)
     linker = None if refit else stored_linker(graph, prior)  # one prior object: one template cache
     folds = folds if with_prior and fold_file is not None else 0
+    if linker is not None and linker.partial_names != partial_names:
+        linker = None  # the profile links names otherwise: fit again
     if linker is not None and (prior is not None or not with_prior):
         if folds < 2 or load_fold_priors(fold_file, prior, encoder, graph.info.relation_types) is not None:
             return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
     lease.check_free(driver, graph.info.name, "extract --refit-prior", default_database())
     fit = fit_linking(graph, queries, lambda texts: encoder.encode(texts, show_progress=False),
                       encode_tokens=encoder.encode_query_tokens, hops=max(len(settings.budgets), FIT_HOPS), require_prior=with_prior, typed=typed,
-                      max_questions=max_questions, progress=progress, folds=folds)
+                      max_questions=max_questions, progress=progress, folds=folds, partial_names=partial_names)
     if fit.fold_priors is not None:
         atomic_write_text(fold_file, fit.fold_priors.to_json())  # before the record: never a record without its folds
     linker_text = fit.linker.to_json()
@@ -267,7 +271,8 @@ def extract_dataset(dataset: str, *, splits: list[str], source: str | None = Non
                 else:
                     fold_priors = None  # too few wordings to cross-fit: the full prior
             if typed:
-                queries = typed_queries(graph, queries, typed)
+                queries = typed_queries(graph, queries, typed,
+                                        mix=PARTIAL_NAMES_MIX if defaults.partial_names else TYPED_MIX)
             embs = encoder.encode([q.text for q in queries], show_progress=False)
             folder = ds.subgraph_dir(name)
             summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite, typed=typed,
@@ -291,7 +296,7 @@ def linking_settings(driver, graph, ds, qa, encoder, settings: RetrievalSettings
         export_graph(driver, ds.name, ds.export_dir), graph)
     settings = ensure_linking(driver, memory, qa.split("train"), encoder, settings, with_prior=wanted, refit=refit,
                               typed=ds.retrieval.typed_questions > 0, folds=ds.retrieval.prior_folds,
-                              fold_file=ds.cache_dir / FOLD_FILE)
+                              fold_file=ds.cache_dir / FOLD_FILE, partial_names=ds.retrieval.partial_names)
     linker = settings.linker
     console.print(f"entity linker (the dataset record's, fitted on {linker.stats.get('questions', '?')} training "
                   f"questions and {linker.stats.get('typed_variants', 0)} typed variants; topic among its "

@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from loaders.kg import Query
-from loaders.perturb import TYPED_MIX, perturb
+from loaders.perturb import PARTIAL_NAMES_MIX, TYPED_MIX, perturb
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
 from seeder_dgl.retrieval.linking import (
@@ -157,11 +157,11 @@ def _bars(progress: bool):
                     disable=not progress, transient=True)
 
 
-def find_topic(graph, variant: _Variant, hops: int) -> None:
+def find_topic(graph, variant: _Variant, hops: int, partial: bool = False) -> None:
     """The topic of a question: the node(s) the dataset marks, else the candidates (the
     ``PATH_CANDIDATES`` best by lexical match) whose relation paths explain the answers best;
     and its span, where the question names it."""
-    m = mention_table(variant.text, variant.hits, keep=None)
+    m = mention_table(variant.text, variant.hits, keep=None, partial=partial)
     ids = [int(h["id"]) for h in m.hits]
     if variant.query.topic:
         variant.topic = sorted(int(t) for t in variant.query.topic)
@@ -195,7 +195,7 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
                 encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray], list]] | None = None,
                 require_prior: bool = False, typed: bool = True, max_questions: int = 5000,
                 max_prior_questions: int = PRIOR_QUESTIONS, seed: int = 0, progress: bool = True,
-                folds: int = 0) -> LinkingFit:
+                folds: int = 0, partial_names: bool = False) -> LinkingFit:
     """Fit the relation prior for ``hops`` hops and the linker on up to ``max_questions`` of the
     training ``queries`` and, with ``typed``, a typed variant of each. The prior also reads up to
     ``max_prior_questions`` in all where the dataset marks the topic (``_marked_rows``).
@@ -211,7 +211,11 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     With ``folds`` > 1 the prior is also cross-fitted by wording (``FoldPriors``), and the linker's
     relation features of each training question are read from the fold prior that did not see its
     wording, as they will be for questions worded some other way.
+
+    With ``partial_names`` names are also matched by their last word (``mention_table(partial=True)``)
+    and the typed variants are drawn from ``PARTIAL_NAMES_MIX`` (a person named by the surname).
     """
+    mix = PARTIAL_NAMES_MIX if partial_names else TYPED_MIX
     queries = [q for q in queries if q.answers]
     every = queries
     if len(queries) > max_questions:
@@ -222,7 +226,7 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     with _bars(progress) as bars:
         task = bars.add_task("topics of the training questions", total=len(clean))
         for v in clean:
-            find_topic(graph, v, hops)
+            find_topic(graph, v, hops, partial_names)
             bars.advance(task)
     with_topic = [v for v in clean if v.topic]
     if len(with_topic) < MIN_LINK_QUESTIONS:
@@ -239,20 +243,20 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     if typed:
         for v in clean:
             rng = random.Random(f"typed:{seed}:{v.query.id}")
-            kind = rng.choice(TYPED_MIX)
+            kind = rng.choice(mix)
             span = v.span_text()
             text = perturb(v.text, kind, rng, [span] if span else ())
             if text != v.text:
                 variants.append(_Variant(v.query, text, kind, topic=v.topic))
     _read_hits(graph, variants, encode, "candidates as retrieval reads them", progress, words)
     for v in variants[len(clean):]:
-        _set_topic_span(v, mention_table(v.text, v.hits, keep=None))
+        _set_topic_span(v, mention_table(v.text, v.hits, keep=None, partial=partial_names))
     for v in variants:
-        v.mentions = mention_table(v.text, v.hits, rates)
+        v.mentions = mention_table(v.text, v.hits, rates, partial=partial_names)
 
     sampled = {id(v.query) for v in clean}
     marked = _marked_rows(graph, [q for q in every if id(q) not in sampled and q.topic],
-                          max(max_prior_questions - len(clean), 0), typed, seed)
+                          max(max_prior_questions - len(clean), 0), typed, seed, mix)
     fold_priors = None
     try:
         prior, fold_priors = _fit_prior(graph, variants, encode, encode_tokens, hops, seed, progress, marked, folds)
@@ -274,6 +278,7 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
     linker = fit_linker(examples, rates, types, seed=seed)
     found = [bool(v.topic) and bool(v.gold().any()) for v in variants]
     stats = {"questions": len(clean), "typed_variants": len(variants) - len(clean), "joined_names": joined,
+             "partial_names": partial_names,
              "prior_more_templates": len(marked),
              "relation_features": prior is not None,
              "topic_known": len(with_topic),
@@ -312,11 +317,12 @@ def topic_names(graph, queries: Sequence[Query], chunk: int = 2000) -> list[list
     return [[names[int(t)] for t in q.topic] for q in queries]
 
 
-def _marked_rows(graph, queries: Sequence[Query], limit: int, typed: bool, seed: int) -> list[tuple[Query, str]]:
+def _marked_rows(graph, queries: Sequence[Query], limit: int, typed: bool, seed: int,
+                 mix: Sequence[str] = TYPED_MIX) -> list[tuple[Query, str]]:
     """(question, template) for up to ``limit`` of ``queries`` (a seeded sample) whose topic the dataset
     marks, beyond the linker's sample: the template masks the topic's name, which needs no name
     index, so the prior can read many more questions than the linker. With ``typed``, each also as
-    a typed template (``TYPED_MIX`` on the template: a typo goes into the masked name, so it leaves
+    a typed template (``mix`` on the template: a typo goes into the masked name, so it leaves
     the template as written). Empty where the graph's names cannot be read."""
     live = getattr(graph, "live", None)
     if limit <= 0 or not queries or live is None:
@@ -332,7 +338,7 @@ def _marked_rows(graph, queries: Sequence[Query], limit: int, typed: bool, seed:
         rows.append((q, template))
         if typed:
             rng = random.Random(f"typed:{seed}:{q.id}")
-            typed_template = question_template(perturb(template, rng.choice(TYPED_MIX), rng, [PLACEHOLDER]), [])
+            typed_template = question_template(perturb(template, rng.choice(mix), rng, [PLACEHOLDER]), [])
             if typed_template != template:
                 rows.append((q, typed_template))
     return rows

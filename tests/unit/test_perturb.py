@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from loaders.perturb import (PERTURBATIONS, check_kinds, find_span, no_punctuation, perturb, perturb_all,
-                             typed_variant, typo)
+from loaders.perturb import (PARTIAL_NAMES_MIX, PERTURBATIONS, TYPED_MIX, check_kinds, find_span, no_punctuation,
+                             perturb, perturb_all, surname, typed_variant, typo)
 
 
 def test_lower_and_shuffle_case_change_only_letter_case():
@@ -94,9 +94,27 @@ def test_filler_puts_chat_words_around_the_question_and_keeps_it_whole():
     assert perturb(question, "filler+lower", random.Random(0)) == perturb(question, "filler", random.Random(0)).lower()
 
 
+def test_surname_names_a_person_by_the_last_word_and_keeps_other_names():
+    rng = random.Random(0)
+    assert perturb("what films did Tom Hanks star in", "surname", rng, ["Tom Hanks"]) == "what films did Hanks star in"
+    assert surname("who directed films with tom hanks", ["Tom Hanks"]) == "who directed films with Hanks"
+    assert surname("films by J. J. Abrams", ["J. J. Abrams"]) == "films by Abrams"
+    assert surname("films by Jean-Claude Van Damme", ["Jean-Claude Van Damme"]) == "films by Damme"
+    for name in ("Heat", "Ang Li", "European_Parliament_election,_2004_(France)", "the Wizard of Oz",
+                 "Mary Kate Olsen Twins", "Rocky 2"):
+        text = f"who starred in {name}"
+        assert surname(text, [name]) == text  # one word, a short last word, not a person's name
+    assert surname("what films did Tom Hanks star in", ["Meg Ryan"]) == "what films did Tom Hanks star in"
+    assert check_kinds("lower+surname") == ["lower+surname"]
+    assert "surname" not in TYPED_MIX and set(PARTIAL_NAMES_MIX) == set(TYPED_MIX) | {"surname"}
+    kinds = {typed_variant("what films did Tom Hanks star in", str(i), 1.0, 0, ["Tom Hanks"], PARTIAL_NAMES_MIX)[1]
+             for i in range(200)}
+    assert kinds == set(PARTIAL_NAMES_MIX)
+
+
 def test_kinds_compose_are_checked_and_are_deterministic():
     assert check_kinds("lower, typo,lower+typo,lower") == ["lower", "typo", "lower+typo"]
-    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case", "keywords", "filler"}
+    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case", "keywords", "filler", "surname"}
     for bad in ("upper", "lower+caps", ""):
         with pytest.raises(ValueError):
             check_kinds(bad)
