@@ -221,7 +221,7 @@ def main() -> None:
           f"{r['queries_per_second']:.1f} | {r['cpu_ms_per_question']:.1f} | "
           f"{r['epoch_seconds']:.1f} | {r['full_metaqa_epoch_estimate_seconds']:.0f} s | "
           f"{r['validation_hit@1'] if r['validation_hit@1'] is not None else float('nan'):.3f} |" for r in runs], "",
-        *([f"Configs: " + "; ".join(f"{name} = {over}" for name, over in variants.items() if over), ""]
+        *(["Configs: " + "; ".join(f"{name} = {over}" for name, over in variants.items() if over), ""]
           if len(variants) > 1 else []),
         "| policy alone, one query at a time | p50 ms | p95 ms |", "|---|---|---|",
         *[f"| {name} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for name, v in latency.items()],

@@ -65,6 +65,21 @@ def percentile(values, q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else float("nan")
 
 
+def ranked_ids(retriever, questions: list[str], k: int) -> list[list[int]]:
+    """Each question's top ``k`` node ids, as a user's code gets them (``Retriever.retrieve_many``)."""
+    return [[n.id for n in res.nodes] for res in retriever.retrieve_many(questions, k=k)]
+
+
+def hit_rates(ranked: list[list[int]], answers: list[set], idx: list[int], k: int) -> dict:
+    """Hit@1 and Hit@k over the questions ``idx``: ``ranked[i]`` a question's ranked node ids,
+    ``answers[i]`` its answers' ids."""
+    import numpy as np
+
+    return {"questions": len(idx),
+            "hit@1": round(float(np.mean([bool(ranked[i]) and ranked[i][0] in answers[i] for i in idx])), 4),
+            f"hit@{k}": round(float(np.mean([bool(set(ranked[i][:k]) & answers[i]) for i in idx])), 4)}
+
+
 STACK_PACKAGES = ("torch", "numpy", "pandas", "transformers", "sentence-transformers", "neo4j", "dgl")
 
 

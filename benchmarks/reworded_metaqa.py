@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine, write_result  # noqa: E402
+from benchmarks.common import hit_rates, machine, ranked_ids, write_result  # noqa: E402
 
 # The films a topic entity is linked to, by its role: how a 2-hop question names its first hop.
 FILMS_OF = {
@@ -98,7 +98,7 @@ def main() -> None:
 
     from loaders.metaqa import load_metaqa
     from seeder_dgl.api import Retriever
-    from seeder_dgl.evaluation.typed import wording_key
+    from seeder_dgl.retrieval.linking import wording_key
 
     kg, qa = load_metaqa()
     train_keys = {wording_key(q.text, [kg.node_names[t] for t in q.topic]) for q in qa.split("train") if q.topic}
@@ -117,17 +117,12 @@ def main() -> None:
                 break
 
     retriever = Retriever("metaqa", method="seeder", checkpoint=args.checkpoint)
-    found = {}
-    for form, column in (("as written", 2), ("reworded", 3)):
-        results = retriever.retrieve_many([r[column] for r in rows], k=args.k)
-        found[form] = [[n.id for n in res.nodes] for res in results]
+    found = {form: ranked_ids(retriever, [r[column] for r in rows], args.k)
+             for form, column in (("as written", 2), ("reworded", 3))}
+    answers = [r[4] for r in rows]
 
     def hits(form: str, pick) -> dict:
-        idx = [i for i, r in enumerate(rows) if pick(r)]
-        top = [found[form][i] for i in idx]
-        return {"questions": len(idx),
-                "hit@1": round(float(np.mean([bool(t) and t[0] in rows[i][4] for i, t in zip(idx, top)])), 4),
-                f"hit@{args.k}": round(float(np.mean([bool(set(t) & rows[i][4]) for i, t in zip(idx, top)])), 4)}
+        return hit_rates(found[form], answers, [i for i, r in enumerate(rows) if pick(r)], args.k)
 
     table = {f"{hops}-hop": {form: hits(form, lambda r, h=hops: r[0] == h) for form in found} for hops in (1, 2)}
     by_phrasing = defaultdict(dict)

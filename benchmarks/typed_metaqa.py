@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine, write_result  # noqa: E402
+from benchmarks.common import hit_rates, machine, ranked_ids, write_result  # noqa: E402
 
 OPENINGS = ("hi,", "hello there,", "i was wondering", "could u tell me", "hey there, quick one:", "i need to know")
 """Chat before a question, none of them among ``loaders.perturb.OPENINGS``."""
@@ -97,23 +97,16 @@ def main() -> None:
                 break
 
     retriever = Retriever("metaqa", method="seeder", checkpoint=args.checkpoint)
-    written = retriever.retrieve_many([r[2] for r in rows], k=args.k)
-    typed = retriever.retrieve_many([r[3] for r in rows], k=args.k)
-    found = {"as written": [[n.id for n in res.nodes] for res in written],
-             "typed": [[n.id for n in res.nodes] for res in typed]}
-
-    def hits(form: str, idx: list[int]) -> dict:
-        top = [found[form][i] for i in idx]
-        return {"questions": len(idx),
-                "hit@1": round(float(np.mean([bool(t) and t[0] in rows[i][4] for i, t in zip(idx, top)])), 4),
-                f"hit@{args.k}": round(float(np.mean([bool(set(t) & rows[i][4]) for i, t in zip(idx, top)])), 4)}
+    found = {"as written": ranked_ids(retriever, [r[2] for r in rows], args.k),
+             "typed": ranked_ids(retriever, [r[3] for r in rows], args.k)}
+    answers = [r[4] for r in rows]
 
     table = {}
     for kind in ("chat", "surname"):
         for hops in (1, 2, 3):
             idx = [i for i, r in enumerate(rows) if r[0] == kind and r[1] == hops]
             if idx:
-                table[f"{kind} {hops}-hop"] = {form: hits(form, idx) for form in found}
+                table[f"{kind} {hops}-hop"] = {form: hit_rates(found[form], answers, idx, args.k) for form in found}
     k = f"hit@{args.k}"
     payload = {"machine": machine(), "k": args.k, "per_hop": args.per_hop, "checkpoint": args.checkpoint,
                "openings": OPENINGS, "closings": CLOSINGS, "table": table}  # no question text of the dataset

@@ -8,7 +8,6 @@ again), and ``typed.md`` / ``typed.json`` put the two side by side, overall and 
 """
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Sequence
 
@@ -17,15 +16,10 @@ import numpy as np
 from loaders.kg import Query
 from loaders.perturb import perturb_all
 from seeder_dgl.retrieval.link_training import topic_names
-from seeder_dgl.retrieval.linking import question_template
+from seeder_dgl.retrieval.linking import wording_key
 
 AS_WRITTEN = "as written"
 COLUMNS = ("hit@1", "hit@5", "recall@20", "mrr")
-
-
-def wording_key(text: str, names: Sequence[str]) -> str:
-    """A question's words with its topic's names masked, whatever its case and punctuation."""
-    return " ".join(re.findall(r"\w+", question_template(text, names)))
 
 
 def mark_wording(graph, queries: Sequence[Query], train: Sequence[Query]) -> int:

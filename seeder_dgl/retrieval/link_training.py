@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -44,6 +43,7 @@ from seeder_dgl.retrieval.linking import (
     mention_table,
     question_template,
     word_rates,
+    wording_key,
 )
 from seeder_dgl.retrieval.relation_prior import (
     RelationPrior,
@@ -73,8 +73,7 @@ MIN_FOLD_TEMPLATES = 20
 def wording_fold(template: str, folds: int) -> int:
     """The fold of a question's wording: its template (topic masked) with only its letters and
     digits, hashed. Questions worded alike fall in one fold, typed variants with their question."""
-    key = " ".join(re.findall(r"[^\W_]+", template.casefold()))
-    return zlib.crc32(key.encode("utf-8")) % folds
+    return zlib.crc32(wording_key(template, ()).encode("utf-8")) % folds
 
 
 @dataclass

@@ -120,6 +120,13 @@ def question_template(question: str, names: Sequence[str]) -> str:
     return " ".join(out.casefold().split())
 
 
+def wording_key(question: str, names: Sequence[str]) -> str:
+    """A question's wording: its template (``question_template``) with only its letters and digits,
+    so questions worded alike have one key whatever their case, punctuation and topic. ``eval``
+    marks a validation question 'seen' by it, and the prior's cross-fitting folds wordings by it."""
+    return " ".join(re.findall(r"[^\W_]+", question_template(question, names)))
+
+
 def name_pattern(name: str) -> str | None:
     """A regular expression for ``name`` in a question whatever its punctuation: its letters and
     digits in order, with any punctuation, underscores or spaces (or none) between them, and the

@@ -247,6 +247,16 @@ def test_question_template_masks_whole_names_in_any_case_longest_first():
     assert question_template("nothing to mask", ["absent"]) == "nothing to mask"
 
 
+def test_wording_key_is_the_template_words_whatever_case_punctuation_and_topic():
+    from seeder_dgl.retrieval.linking import wording_key
+
+    key = wording_key("What films, did Tom Hanks star_in?", ["Tom Hanks"])
+    assert key == "what films did x star in"
+    assert wording_key("what films did HEAT star in", ["Heat"]) == key
+    assert wording_key("what  films did x star in", ()) == key  # a template is its own wording
+    assert wording_key("which films star Tom Hanks", ["Tom Hanks"]) != key
+
+
 class _TemplateEncoder:
     """Embeds a text by hashing it (same text, same vector) and records what it was asked."""
 
