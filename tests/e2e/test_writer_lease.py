@@ -204,3 +204,70 @@ def test_an_ingest_with_nothing_to_do_takes_no_lease(neo4j_driver, dataset_label
     assert neo4j_driver.execute_query("SHOW INDEXES YIELD name WHERE name = $n RETURN name",
                                       n=f"{label_for(name)}_name").records
     GraphWriter(neo4j_driver, name).drop()
+
+
+def test_any_sequence_of_lease_steps_keeps_one_writer_per_dataset(neo4j_driver, dataset_label):
+    """Property (hypothesis, stateful): three writers take, renew and release the leases of two
+    datasets in any order, some with leases they held before and lost. At every step Neo4j holds at
+    most one lease per dataset, the model's holder's; a second writer is refused in one line; a
+    writer renews only a lease it holds; a stale release frees nothing of another's."""
+    from hypothesis import HealthCheck, settings, strategies as st
+    from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+    from seeder_dgl.graphstore import lease
+
+    datasets = (f"{dataset_label}_a", f"{dataset_label}_b")
+    writers, pick_dataset = st.integers(0, 2), st.sampled_from(datasets)
+
+    class Leases(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            for name in datasets:  # each example starts from free datasets
+                neo4j_driver.execute_query("MATCH (l:SeederLease {name: $n}) DELETE l", n=name)
+            self.holder: dict[str, int | None] = dict.fromkeys(datasets)
+            self.last: dict[tuple[int, str], lease.Lease] = {}  # each writer's latest lease of a dataset
+
+        @rule(writer=writers, name=pick_dataset)
+        def take(self, writer, name):
+            if self.holder[name] is None:
+                self.last[(writer, name)] = lease.acquire(neo4j_driver, name, f"writer {writer}")
+                self.holder[name] = writer
+            else:
+                with pytest.raises(DatasetBusy) as refused:
+                    lease.acquire(neo4j_driver, name, f"writer {writer}")
+                assert "\n" not in str(refused.value) and f"writer {self.holder[name]}" in str(refused.value)
+
+        @rule(writer=writers, name=pick_dataset)
+        def renew(self, writer, name):
+            held = self.last.get((writer, name))
+            if held is None:
+                return
+            if self.holder[name] == writer:
+                lease.renew(neo4j_driver, held)
+            else:
+                with pytest.raises(DatasetBusy):
+                    lease.renew(neo4j_driver, held)
+
+        @rule(writer=writers, name=pick_dataset)
+        def release(self, writer, name):
+            held = self.last.get((writer, name))
+            if held is None:
+                return
+            lease.release(neo4j_driver, held)
+            if self.holder[name] == writer:
+                self.holder[name] = None
+
+        @invariant()
+        def one_writer_the_models(self):
+            for name in datasets:
+                owners = [r["owner"] for r in neo4j_driver.execute_query(
+                    "MATCH (l:SeederLease {name: $n}) RETURN l.owner AS owner", n=name).records]
+                writer = self.holder[name]
+                assert owners == ([] if writer is None else [self.last[(writer, name)].owner])
+
+    try:
+        run_state_machine_as_test(Leases, settings=settings(max_examples=15, stateful_step_count=12, deadline=None,
+                                                            derandomize=True, suppress_health_check=list(HealthCheck)))
+    finally:
+        for name in datasets:
+            neo4j_driver.execute_query("MATCH (l:SeederLease {name: $n}) DELETE l", n=name)
