@@ -9,9 +9,14 @@
 Every call embeds the question, seeds and expands on the database as it is now (Cypher), and
 ranks with the chosen method: the ``retrieval.base.GraphRetriever`` class ``eval`` measures on the
 export, here on the live graph. New nodes and relationships (``upsert``) are seen at once.
+
+From asyncio code, ``await retriever.aretrieve(question)`` (or ``aretrieve_many``) runs the same
+retrieval with every Neo4j read awaited on the driver's async API (``graphstore.async_reads``):
+many questions at once on one thread, as ``serve`` answers them.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +27,8 @@ from loaders.kg import is_identifier
 from seeder_dgl.datasets import DatasetContext
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError, check_dataset_name
-from seeder_dgl.graphstore.connection import open_driver
+from seeder_dgl.graphstore.async_reads import AsyncReads, greenlet_spawn
+from seeder_dgl.graphstore.connection import open_async_driver, open_driver
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.inference import load_policy
 from seeder_dgl.retrieval.methods import make_retriever
@@ -138,12 +144,17 @@ class Retriever:
     ``EXACT_SEEDING_MAX_NODES`` nodes exactly among ``SEED_CANDIDATES`` preselected ones), and uses
     the index elsewhere. ``database``: the Neo4j database holding the dataset [default:
     ``NEO4J_DATABASE``, else the server's default].
+
+    ``driver``: a ``neo4j.Driver`` of yours, or a ``graphstore.async_reads.AsyncReads`` shared by
+    several Retrievers [default: one opened from ``NEO4J_URI`` and closed by ``close``]. ``async_driver``: the ``neo4j.AsyncDriver`` ``aretrieve`` reads through [default:
+    one opened per event loop where this Retriever opened its driver; with a driver of yours and
+    no async one, ``aretrieve`` runs ``retrieve`` on a worker thread].
     """
 
     def __init__(self, dataset: str, *, method: str = "seeder", checkpoint: str | Path | None = None,
                  seeds: int | None = None, budgets: tuple[int, ...] | None = None, driver=None,
                  encoder=None, exact_seeds: bool | None = None, profile: str | None = None,
-                 seeding: str | None = None, database: str | None = None):
+                 seeding: str | None = None, database: str | None = None, async_driver=None):
         check_dataset_name(dataset)
         self._check_method(method)
         seeds = check_seeds(seeds) if seeds is not None else None  # before any connection is opened
@@ -152,8 +163,15 @@ class Retriever:
         self.method = method
         self._own_driver = driver is None
         self.driver = driver or open_driver()
+        #: Where aretrieve reads: None means on a worker thread (a sync driver of the caller's only).
+        if isinstance(self.driver, AsyncReads):  # serve's: one for all its datasets
+            self._reads = self.driver
+        elif async_driver is not None or self._own_driver:
+            self._reads = AsyncReads(self.driver, async_driver if async_driver is not None else open_async_driver)
+        else:
+            self._reads = None
         try:
-            self.graph = LiveGraph(self.driver, dataset, database)
+            self.graph = LiveGraph(self._reads or self.driver, dataset, database)
             self.graph.check_ready()
         except SeederError:
             self.close()
@@ -209,6 +227,23 @@ class Retriever:
         if self._own_driver and self.driver is not None:
             self.driver.close()
             self.driver = None
+
+    async def aclose_reads(self) -> None:
+        """Close the async driver this Retriever opened for the running event loop, if any (the
+        Retriever goes on; ``aretrieve`` opens another when called again)."""
+        if self._reads is not None and self._reads.opened:
+            await self._reads.aclose()
+
+    async def aclose(self) -> None:
+        """``close``, and the async driver this Retriever opened for the running event loop."""
+        await self.aclose_reads()
+        self.close()
+
+    async def __aenter__(self) -> "Retriever":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
 
     def __enter__(self) -> "Retriever":
         return self
@@ -266,6 +301,19 @@ class Retriever:
         k = check_k(k)
         embeddings = self.embed_many(questions)  # not timed: the first call also loads the encoder
         return [self._retrieve(question, q, k, method) for question, q in zip(questions, embeddings)]
+
+    async def aretrieve(self, question: str, k: int = 20, method: str | None = None) -> Retrieval:
+        """``retrieve`` for asyncio code: the event loop runs other tasks while Neo4j answers."""
+        return (await self.aretrieve_many([question], k=k, method=method))[0]
+
+    async def aretrieve_many(self, questions: list[str], k: int = 20, method: str | None = None) -> list[Retrieval]:
+        """``retrieve_many`` for asyncio code. The same pipeline runs in a greenlet on the calling
+        thread, and each of its Neo4j reads is awaited on the async driver, so concurrent calls
+        interleave at their reads (no thread per call). The encoder and the policy compute on the
+        event loop's thread between reads, as any CPU work of a coroutine does."""
+        if self._reads is None:
+            return await asyncio.to_thread(self.retrieve_many, questions, k, method)
+        return await greenlet_spawn(self.retrieve_many, questions, k, method)
 
     def _retrieve(self, question: str, q: np.ndarray, k: int, method: str) -> Retrieval:
         start = time.perf_counter()

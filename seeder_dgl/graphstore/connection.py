@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from neo4j import Driver, GraphDatabase
+from neo4j import AsyncDriver, AsyncGraphDatabase, Driver, GraphDatabase
 from neo4j.exceptions import AuthError, ClientError, DriverError, Neo4jError, ServiceUnavailable
 
 from seeder_dgl.errors import SeederError
@@ -81,6 +81,14 @@ def open_driver(settings: Neo4jSettings | None = None, verify: bool = True) -> D
     return driver
 
 
+def open_async_driver(settings: Neo4jSettings | None = None) -> AsyncDriver:
+    """An ``AsyncDriver`` to the same server as ``open_driver`` (not verified: it is opened beside a
+    driver that was, and its first read reports any failure as a statement's error)."""
+    s = settings or Neo4jSettings.from_env()
+    return AsyncGraphDatabase.driver(s.uri, auth=(s.user, s.password), connection_timeout=10,
+                                     notifications_min_severity="OFF")
+
+
 def describe_neo4j_error(exc: Exception, what: str) -> str:
     """One line for a failed statement: the server's own reason, without the Java stack."""
     if isinstance(exc, ServiceUnavailable):
@@ -107,5 +115,5 @@ def server_components(driver: Driver, database: str | None = None) -> dict[str, 
     return {"name": row["name"], "versions": list(row["versions"]), "edition": row["edition"]}
 
 
-__all__ = ["Neo4jSettings", "Neo4jUnavailable", "open_driver", "describe_neo4j_error",
+__all__ = ["Neo4jSettings", "Neo4jUnavailable", "open_driver", "open_async_driver", "describe_neo4j_error",
            "server_components", "ClientError"]

@@ -13,7 +13,7 @@ import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 from neo4j import READ_ACCESS, Driver, RoutingControl
@@ -378,9 +378,11 @@ class LiveGraph:
         if partitions == 1:
             parts = [self._lists("retrieval/khop_hop", what, partitions=1, partition=0, **params)]
         else:
-            futures = [_HOP_POOL.submit(self._lists, "retrieval/khop_hop", what, partitions=partitions,
-                                        partition=p, **params) for p in range(partitions)]
-            parts = [f.result() for f in futures]
+            calls = [partial(self._lists, "retrieval/khop_hop", what, partitions=partitions, partition=p, **params)
+                     for p in range(partitions)]
+            run_concurrently = getattr(self.driver, "run_concurrently", None)  # AsyncReads: on the event loop
+            parts = (run_concurrently(calls, _HOP_POOL) if run_concurrently is not None
+                     else [f.result() for f in [_HOP_POOL.submit(call) for call in calls]])
         rows = [(int(i), float(sim), float(score)) for part in parts
                 for i, sim, score in zip(part["ids"], part["similarities"], part["scores"]) if int(i) not in selected]
         rows.sort(key=lambda r: (-r[2], r[0]))

@@ -175,8 +175,8 @@ def without_paths(text: str) -> str:
 @dataclass
 class ServedDataset:
     retriever: object
-    """A ``seeder_dgl.api.Retriever`` (or anything with its ``dataset``, ``graph.info``, ``policy``
-    and ``retrieve_many``)."""
+    """A ``seeder_dgl.api.Retriever`` (or anything with its ``dataset``, ``graph.info``, ``policy``,
+    ``retrieve_many`` and ``aretrieve_many``)."""
     default_method: str
     unavailable: dict[str, str]
     """Method -> why this dataset cannot run it (so far only SeedER without a checkpoint)."""
@@ -310,6 +310,10 @@ def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bo
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         yield
+        for target in served.values():  # the async drivers opened on this loop
+            aclose = getattr(target.retriever, "aclose_reads", None)
+            if aclose is not None:
+                await aclose()
         if on_shutdown is not None:
             on_shutdown()
 
@@ -360,14 +364,15 @@ def create_app(retrievers: Sequence, *, default_method: str = "seeder", warm: bo
             raise ApiError(400, "questions is an empty list: send at least one question")
         return target, method, [request.question] if request.question is not None else request.questions
 
-    # Plain `def` endpoints: FastAPI runs them on its thread pool, so blocking retrievals (Neo4j,
-    # torch) answer several clients at once while the event loop stays free.
+    # Retrieval is async: its Neo4j reads are awaited on the driver's async API (Retriever.aretrieve_many),
+    # so the event loop answers other clients while one waits on Neo4j, with no thread per request.
+    # The other endpoints are plain `def`: FastAPI runs them on its thread pool.
     @app.post("/retrieve", response_model=None, summary="Retrieve nodes for one question or several",
               responses={200: {"model": RetrievalOut | list[RetrievalOut]}, **ERRORS})
-    def retrieve(request: RetrieveRequest) -> JSONResponse:
+    async def retrieve(request: RetrieveRequest) -> JSONResponse:
         try:
             target, method, questions = pick(request)
-            results = target.retriever.retrieve_many(questions, k=request.k, method=method)
+            results = await target.retriever.aretrieve_many(questions, k=request.k, method=method)
         except Exception as exc:  # every failure answers as one JSON line; bugs are logged in full
             return error_response(exc)
         payload = [r.to_dict() for r in results]
@@ -421,10 +426,13 @@ def open_retrievers(datasets: Sequence[str], *, method: str = "seeder", profile:
     Returns (retrievers, driver); close the driver when done."""
     from seeder_dgl.api import Retriever
     from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.graphstore.connection import default_database, open_driver
+    from seeder_dgl.graphstore.async_reads import AsyncReads
+    from seeder_dgl.graphstore.connection import default_database, open_async_driver, open_driver
     from seeder_dgl.graphstore.cypher import query
 
-    driver = open_driver()
+    # Retrieval reads through the async driver of the server's event loop (Retriever.aretrieve_many);
+    # loading, warm-up and the other endpoints through the sync one.
+    driver = AsyncReads(open_driver(), open_async_driver)
     try:
         rows = {r["name"]: r for r in driver.execute_query(query("dataset/list"),
                                                            database_=default_database()).records}

@@ -195,6 +195,71 @@ def test_query_serves_what_eval_measures(graph, neo4j_driver, dataset_label, tmp
             assert {i for i, _ in expected.seeds} == {n.id for n in served.nodes if n.seed}
 
 
+class SessionCounter:
+    """The test server's sync driver, counting the sessions and queries opened through it."""
+
+    def __init__(self, driver):
+        self.driver, self.opened = driver, 0
+
+    def session(self, **config):
+        self.opened += 1
+        return self.driver.session(**config)
+
+    def execute_query(self, *args, **kwargs):
+        self.opened += 1
+        return self.driver.execute_query(*args, **kwargs)
+
+    def verify_connectivity(self, **config):
+        return self.driver.verify_connectivity(**config)
+
+
+@pytest.mark.parametrize("method", ["khop", "ppr"])
+def test_aretrieve_answers_as_retrieve_with_every_read_on_the_async_driver(graph, neo4j_driver, neo4j_target,
+                                                                        dataset_label, khop_engine, method,
+                                                                        monkeypatch):
+    """``aretrieve`` calls run at once on one event loop, as ``serve`` runs them: each answers as
+    ``retrieve`` does, every one of their Neo4j reads goes through the async driver (none through
+    the sync one), and once its connections are open no thread is started for them; with K-hop in
+    Cypher, a hop's partitions are read side by side on the loop."""
+    import asyncio
+    import threading
+
+    from neo4j import AsyncGraphDatabase
+
+    from seeder_dgl.api import Retriever
+
+    monkeypatch.setenv("SEEDER_KHOP", khop_engine)
+    _, emb = graph
+    queries, q = _queries(8, emb)
+    encoder = FixedEncoder({query.text: vector for query, vector in zip(queries, q)})
+    sync = SessionCounter(neo4j_driver)
+
+    async def run():
+        async_driver = AsyncGraphDatabase.driver(neo4j_target.uri, auth=(neo4j_target.user, neo4j_target.password))
+        try:
+            with Retriever(dataset_label, method=method, seeds=3, budgets=(8, 12), seeding="dense", driver=sync,
+                           encoder=encoder, async_driver=async_driver) as api:
+                expected = [api.retrieve(query.text, k=15) for query in queries]
+                before_sync = sync.opened
+                await asyncio.gather(*(api.aretrieve(query.text, k=15) for query in queries))  # opens connections
+                threads = {t.name for t in threading.enumerate()}
+                got = await asyncio.gather(*(api.aretrieve(query.text, k=15) for query in queries))
+                batch = await api.aretrieve_many([query.text for query in queries[:3]], k=15)
+                return expected, got, batch, sync.opened - before_sync, \
+                    {t.name for t in threading.enumerate()} - threads, api.graph.driver.async_statements
+        finally:
+            await async_driver.close()
+
+    expected, got, batch, sync_reads, new_threads, async_reads = asyncio.run(run())
+    for want, have in zip(expected, got + batch):
+        _same_ranking([(n.id, n.score) for n in have.nodes], [(n.id, n.score) for n in want.nodes])
+        assert have.subgraph_size == want.subgraph_size and have.triples() == want.triples()
+    # Opening a connection resolves its address on the loop's executor (asyncio's getaddrinfo);
+    # once the pool holds them, requests start no thread at all.
+    assert sync_reads == 0 and new_threads == set(), new_threads
+    assert async_reads >= 2 * 4 * len(queries)  # refresh, seeds, K-hop, names, edges: each on the async driver
+
+
 def test_every_method_ranks_the_live_graph_as_the_export(graph, neo4j_driver, dataset_label, tmp_path):
     """Each retriever class gives the same ranking on LiveGraph as on MemoryGraph, including
     neighbourhoods cut to their most similar nodes (a small ``max_nodes``) and beam's weighted hops."""

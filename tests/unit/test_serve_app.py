@@ -35,7 +35,8 @@ class FakeDriver:
 
 class FakeRetriever:
     """What the app uses of a Retriever: ``dataset``, ``profile``, ``driver``, ``graph.info``,
-    ``policy`` (raises without a checkpoint) and ``retrieve_many`` (checks like the real one)."""
+    ``policy`` (raises without a checkpoint), ``retrieve_many`` (checks like the real one) and
+    ``aretrieve_many``."""
 
     def __init__(self, dataset: str = "toy", checkpoint: bool = True, driver: FakeDriver | None = None):
         self.dataset = dataset
@@ -61,6 +62,9 @@ class FakeRetriever:
             raise self.fail
         nodes = [RetrievedNode(1, "person", "Ada Okafor", 0.9, True), RetrievedNode(2, "company", "Acme", 0.5)][:k]
         return [Retrieval(q, method, nodes, 0.0123, 7, [(1, "Ada Okafor", "works at", 2, "Acme")]) for q in questions]
+
+    async def aretrieve_many(self, questions, k=20, method=None):
+        return self.retrieve_many(questions, k=k, method=method)
 
 
 @pytest.fixture
