@@ -27,7 +27,7 @@ from loaders.kg import is_identifier
 from seeder_dgl.datasets import DatasetContext
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError, check_dataset_name
-from seeder_dgl.graphstore.async_reads import AsyncReads, greenlet_spawn
+from seeder_dgl.graphstore.async_reads import AsyncReads, greenlet_spawn, run_blocking
 from seeder_dgl.graphstore.connection import open_async_driver, open_driver
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.inference import load_policy
@@ -134,6 +134,17 @@ SEED_CANDIDATES = 10_000
 one sign bit a dimension finds nearest (config ``candidates`` of seeder.exactSeeds): at MAG scale
 (1.87M random vectors, the hardest case) the exact top 3 for about 0.99 of queries, against 0.60
 for the vector index's, and faster than either."""
+
+
+class _RankOffTheLoop:
+    """A loaded policy whose ``rank`` runs through ``run_blocking``: on the CPU pool under
+    ``aretrieve``, directly otherwise."""
+
+    def __init__(self, policy):
+        self._policy = policy
+
+    def rank(self, *args, **kwargs):
+        return run_blocking(self._policy.rank, *args, **kwargs)
 
 
 class Retriever:
@@ -299,7 +310,7 @@ class Retriever:
         method = method or self.method
         self._check_method(method)
         k = check_k(k)
-        embeddings = self.embed_many(questions)  # not timed: the first call also loads the encoder
+        embeddings = run_blocking(self.embed_many, questions)  # not timed: the first call also loads the encoder
         return [self._retrieve(question, q, k, method) for question, q in zip(questions, embeddings)]
 
     async def aretrieve(self, question: str, k: int = 20, method: str | None = None) -> Retrieval:
@@ -309,8 +320,8 @@ class Retriever:
     async def aretrieve_many(self, questions: list[str], k: int = 20, method: str | None = None) -> list[Retrieval]:
         """``retrieve_many`` for asyncio code. The same pipeline runs in a greenlet on the calling
         thread, and each of its Neo4j reads is awaited on the async driver, so concurrent calls
-        interleave at their reads (no thread per call). The encoder and the policy compute on the
-        event loop's thread between reads, as any CPU work of a coroutine does."""
+        interleave at their reads (no thread per call). The encoder and the policy compute on a
+        pool of one thread per core (``graphstore.async_reads.run_blocking``), not on the loop."""
         if self._reads is None:
             return await asyncio.to_thread(self.retrieve_many, questions, k, method)
         return await greenlet_spawn(self.retrieve_many, questions, k, method)
@@ -318,7 +329,7 @@ class Retriever:
     def _retrieve(self, question: str, q: np.ndarray, k: int, method: str) -> Retrieval:
         start = time.perf_counter()
         self.graph.refresh()  # relation types upserted since this Retriever opened
-        policy = self.policy if method == "seeder" else None
+        policy = _RankOffTheLoop(self.policy) if method == "seeder" else None
         found = make_retriever(method, self.graph, self.settings, policy=policy).search(question, q, k)
         nodes = self._describe(found.ranking, {i for i, _ in found.seeds})
         triples = self.graph.edges([n.id for n in nodes])

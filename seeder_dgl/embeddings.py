@@ -25,6 +25,7 @@ from loaders.kg import atomic_write
 from seeder_dgl.caching import BatchLRU
 from seeder_dgl.datasets import resolve_model
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.async_reads import run_blocking
 from seeder_dgl.paths import project_root
 
 CHUNK = 4096
@@ -308,7 +309,8 @@ class TextEncoder:
         texts = [str(t) for t in texts]
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        rows = self._queries.get_many(texts, lambda missing: self._encode_model(missing, batch_size))
+        # run_blocking: under Retriever.aretrieve the model's pass runs on the CPU pool, off the event loop.
+        rows = self._queries.get_many(texts, lambda missing: run_blocking(self._encode_model, missing, batch_size))
         return np.stack(rows).astype(np.float32, copy=False)
 
     def encode_query_tokens(self, texts: Sequence[str], batch_size: int = 64
@@ -321,7 +323,8 @@ class TextEncoder:
         texts = [str(t) for t in texts]
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32), [], []
-        rows = self.model.encode(texts, batch_size=batch_size, show_progress_bar=False, output_value=None)
+        rows = run_blocking(self.model.encode, texts, batch_size=batch_size, show_progress_bar=False,
+                            output_value=None)
         sentences, tokens = [], []
         for row in rows:
             keep = np.asarray(row["attention_mask"].cpu()).astype(bool)

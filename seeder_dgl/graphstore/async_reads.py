@@ -5,8 +5,10 @@ each hop, the subgraph's features, the answer's names. ``Retriever.aretrieve_man
 synchronous pipeline inside a greenlet (``greenlet_spawn``); each read it makes through
 ``AsyncReads`` hands its coroutine up to the event loop (``await_only``), which awaits it on an
 ``AsyncDriver`` while other requests run, and switches back with the rows. So a server answers
-many questions at once on one thread, with no thread per request, and the pipeline is written
-once for both APIs. This is how SQLAlchemy runs its synchronous ORM over asyncio drivers
+many questions at once, with no thread per request, and the pipeline is written once for both
+APIs. The steps that compute for milliseconds (the question's embedding, the policy's ranking)
+run on a pool of one thread per core (``run_blocking``), so concurrent requests still use every
+core. This is how SQLAlchemy runs its synchronous ORM over asyncio drivers
 (``sqlalchemy.ext.asyncio``), on the same ``greenlet`` library.
 
 Outside ``greenlet_spawn`` (a plain ``retrieve``, a Retriever's construction, ``serve``'s warm-up)
@@ -15,7 +17,10 @@ Outside ``greenlet_spawn`` (a plain ``retrieve``, a Retriever's construction, ``
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 import greenlet
@@ -57,6 +62,22 @@ async def greenlet_spawn(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         else:
             result = child.switch(value)
     return result
+
+
+_CPU_POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="seeder-cpu")
+"""One thread per core, shared by every request: torch and the encoder release the GIL, so the
+CPU-bound steps of concurrent ``aretrieve`` calls use every core, as a server's thread pool did,
+while the event loop goes on with the others' reads."""
+
+
+def run_blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``. From code inside ``greenlet_spawn``, it runs on ``_CPU_POOL`` and is
+    awaited on the event loop, so a long computation (the question's embedding, the policy's
+    ranking) does not hold the loop; elsewhere it is simply called."""
+    if not on_event_loop():
+        return fn(*args, **kwargs)
+    loop = asyncio.get_running_loop()
+    return await_only(loop.run_in_executor(_CPU_POOL, functools.partial(fn, *args, **kwargs)))
 
 
 async def _records(session, text: str, params: dict | None) -> list:
