@@ -188,6 +188,9 @@ def adopt_graph(dataset: str, *, label: str | None, id_property: str | None, nam
                 model: str | None = None, reset: bool = False, batch_size: int = 256, console) -> None:
     """Adopt (or bring up to date) a graph that lives in Neo4j under ``label``, in place; see `adopt --help`."""
     check_dataset_name(dataset)
+    if dataset in DATASETS:  # every later command would read it with the built-in loader's questions and profile
+        raise SeederError(f"{dataset!r} is the name of a built-in dataset: adopt your graph under a name of its "
+                          "own (e.g. my_kg)")
     types = [t.strip() for t in relationship_types.split(",") if t.strip()] if relationship_types else None
     given = {"label": label, "id_property": id_property, "name_property": name_property,
              "text_property": text_property, "embedding_property": embedding_property,

@@ -100,8 +100,11 @@ def test_ctrl_c_says_how_to_continue(monkeypatch):
     (["eval", "metaqa", "--limit", "0"], "--limit"),
     (["eval", "metaqa", "--sample", "-1"], "--sample"),
     (["query", "metaqa", "who", "--k", "0"], "k must be at least 1"),
+    # A graph adopted under a built-in name would be read with that dataset's questions and profile.
+    (["adopt", "metaqa", "--label", "Movie", "--id-property", "id", "--name-property", "name"],
+     "'metaqa' is the name of a built-in dataset"),
 ])
-def test_numbers_out_of_range_are_refused_before_any_work(args, says):
+def test_bad_numbers_and_names_are_refused_before_any_work(args, says):
     result = runner.invoke(app, args)
     assert result.exit_code in (1, 2) and says in result.output, result.output
     assert "Traceback" not in result.output and "cannot reach Neo4j" not in result.output
