@@ -12,7 +12,7 @@ export, here on the live graph. New nodes and relationships (``upsert``) are see
 
 From asyncio code, ``await retriever.aretrieve(question)`` (or ``aretrieve_many``) runs the same
 retrieval with every Neo4j read awaited on the driver's async API (``graphstore.async_reads``):
-many questions at once on one thread, as ``serve`` answers them.
+many questions at once with no thread per request, as ``serve`` answers them.
 """
 from __future__ import annotations
 
@@ -157,9 +157,10 @@ class Retriever:
     ``NEO4J_DATABASE``, else the server's default].
 
     ``driver``: a ``neo4j.Driver`` of yours, or a ``graphstore.async_reads.AsyncReads`` shared by
-    several Retrievers [default: one opened from ``NEO4J_URI`` and closed by ``close``]. ``async_driver``: the ``neo4j.AsyncDriver`` ``aretrieve`` reads through [default:
-    one opened per event loop where this Retriever opened its driver; with a driver of yours and
-    no async one, ``aretrieve`` runs ``retrieve`` on a worker thread].
+    several Retrievers [default: one opened from ``NEO4J_URI`` and closed by ``close``].
+    ``async_driver``: the ``neo4j.AsyncDriver`` ``aretrieve`` reads through [default: one opened
+    per event loop where this Retriever opened its driver; with a driver of yours and no async
+    one, ``aretrieve`` runs ``retrieve`` on a worker thread].
     """
 
     def __init__(self, dataset: str, *, method: str = "seeder", checkpoint: str | Path | None = None,
