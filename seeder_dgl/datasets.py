@@ -88,6 +88,14 @@ class DatasetSpec:
     """False for a graph of the user's own, known from its manifest (``dataset.json``)."""
     train_defaults: str | None = None
     """Row of ``training.config.DATASET_DEFAULTS`` its policy starts from (None: its own name, else Prime's)."""
+    tunable: bool = False
+    """Its retrieval settings are chosen by ``tune`` (a graph of your own); a built-in dataset, stored
+    under its own name or another (``ingest metaqa --name x``), keeps the profiles it comes with."""
+
+    @property
+    def untuned(self) -> bool:
+        """A graph whose settings ``tune`` chooses and has not chosen yet (``extract`` then runs it)."""
+        return self.tunable and self.default_profile != TUNED
 
 
 def _stark(name: str) -> DatasetSpec:
@@ -292,7 +300,8 @@ def user_spec(name: str, manifest: dict) -> DatasetSpec:
     tuned = tuned_settings(manifest)
     return DatasetSpec(name, f"your graph from {source}", graph, questions, RetrievalDefaults(),
                        extra_profiles={TUNED: tuned} if tuned else {},
-                       default_profile=TUNED if tuned else "paper", builtin=False, train_defaults="generic")
+                       default_profile=TUNED if tuned else "paper", builtin=False, train_defaults="generic",
+                       tunable=True)
 
 
 def get_spec(name: str) -> DatasetSpec:

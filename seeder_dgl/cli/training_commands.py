@@ -50,7 +50,7 @@ def extract(
     spec = get_spec(dataset)
     if spec.load_questions is None:
         raise SeederError(f"{dataset} has no questions to extract subgraphs for")
-    if profile is None and not spec.builtin and spec.default_profile != TUNED and seeds is None and not budgets:
+    if profile is None and spec.untuned and seeds is None and not budgets:
         console.print(f"{dataset} has no retrieval settings yet: choosing them on its validation questions "
                       f"(seeder-dgl tune {dataset})")
         run_tune(dataset, questions=questions, console=console)
@@ -91,9 +91,11 @@ def train(
     limit: int = typer.Option(None, min=1, help="Only the first N questions of each split (quick runs)."),
     threads: int = typer.Option(None, min=1, help="CPU threads when OMP_NUM_THREADS is unset \\[default: 1 on <= 2 cores]."),
     workers: int = typer.Option(None, min=1, help="Training processes on the CPU, one thread each, every batch "
-                                                  "split between them (2 on 2 cores: about 1.4 times as fast); the "
-                                                  "result depends on it \\[default: 2 for MetaQA's deep profile "
-                                                  "and graphs of your own, else 1]."),
+                                                  "split between them and the gradients summed by torch's "
+                                                  "DistributedDataParallel (2 on 2 cores: about 1.4 times as fast); "
+                                                  "the result depends on it \\[default: 2 for MetaQA's deep "
+                                                  "profile and graphs of your own, else 1]. Under torchrun the "
+                                                  "processes are torchrun's."),
     lr: float = typer.Option(None, help="Learning rate override."),
     batch_size: int = typer.Option(None, min=1, help="Queries per step override."),
     dropout: float = typer.Option(None, help="Dropout in the encoder and heads, override \\[default: the "
@@ -109,6 +111,10 @@ def train(
 
     Saves best.pt (by validation MRR, ties broken by Recall@20), last.pt, config.json, metrics.json,
     history.csv and curves.png in the run folder.
+
+    On several GPUs or machines, start one process per device with torchrun, e.g.
+    `torchrun --nproc-per-node 4 -m seeder_dgl.cli train metaqa --device cuda` (every machine needs
+    the extracted subgraphs; rank 0 writes the run folder).
     """
     from seeder_dgl.training.command import run_training
 
@@ -117,4 +123,5 @@ def train(
     result = run_training(dataset, epochs=epochs, device=device, out=out, resume=resume, seed=seed,
                           ablation=ablation, limit=limit, overrides=overrides or None, threads=threads,
                           profile=profile)
-    console.print(result.summary())
+    if result is not None:  # None: a torchrun process other than rank 0, which followed rank 0's run
+        console.print(result.summary())

@@ -66,3 +66,20 @@ def test_bad_names_and_profiles_are_one_line_errors():
         DatasetContext.open("prime", TUNED)
     with pytest.raises(dataclasses.FrozenInstanceError):  # one object for the whole command
         DatasetContext.open("prime").profile = "deep"
+
+
+def test_only_a_graph_of_your_own_waits_for_tune_a_renamed_built_in_keeps_its_profiles():
+    """`extract` runs `tune` first for a graph of your own with no settings yet; MetaQA stored under
+    another name (`ingest metaqa --name x`) keeps MetaQA's deep profile, as it does under its own name."""
+    from seeder_dgl.datasets import get_spec
+
+    write_manifest("mykg", {"name": "mykg", "format": "files", "source": "/data/mykg"})
+    write_manifest("metaqa2", {"name": "metaqa2", "format": "metaqa", "source": "/data/metaqa"})
+    assert get_spec("mykg").untuned and DatasetContext.open("mykg").profile == "paper"
+    copy = get_spec("metaqa2")
+    assert not copy.untuned and not get_spec("metaqa").untuned
+    assert DatasetContext.open("metaqa2").profile == "deep"
+    assert DatasetContext.open("metaqa2").retrieval == retrieval_profile("metaqa")
+    write_manifest("mykg", {"name": "mykg", "format": "files", "source": "/data/mykg",
+                            "retrieval": {"seeds": 2, "budgets": [20, 30], "seeding": "fulltext"}})
+    assert not get_spec("mykg").untuned
