@@ -1,44 +1,51 @@
-"""Data-parallel training on the CPU: ``TrainConfig.workers`` processes, one thread each.
+"""Data-parallel training on ``torch.distributed``: ``DistributedDataParallel`` sums the gradients.
 
 The policy's tensors are small (width 16-64, a few thousand active nodes per step), so a second
 thread inside one process buys little (measured: 110 → 120 questions/s on two cores), while a
 second process doing the other half of every batch raises it about 1.4 times (each step has a
-fixed cost that both pay). The run's process is
-rank 0: it forks ``workers − 1`` copies of itself once the policy, optimiser and data are in
-memory, and from then on every rank
+fixed cost that both pay). Two ways to start the processes, one loop:
+
+* ``seeder-dgl train --workers N`` (one machine): the run's process is rank 0. Once the policy,
+  optimiser and data are in memory it forks ``N − 1`` copies of itself (they share the loaded
+  data's pages), and all join a gloo group through a file store in a scratch folder.
+* ``torchrun --nproc-per-node N [--nnodes M ...] -m seeder_dgl.cli train ...`` (one machine or
+  several): every process loads the data itself and joins through torchrun's environment; gloo
+  on the CPU, NCCL for the gradients on GPUs (one per process, ``LOCAL_RANK``), gloo for the rest.
+
+From then on every rank
 
 * takes its share of each batch of questions, balanced by subgraph size (``shard``),
-* computes the loss of its share, weighted by the share's size, and its gradients,
-* sums gradients and step statistics with the others, then clips and steps its own optimiser.
-  Each rank writes its flat gradient into its row of a shared-memory block allocated before the
-  fork, waits at a gloo barrier (which also reports a peer that died), and adds the rows in rank
-  order: a 400 kB ``all_reduce`` over loopback TCP took 4 to 5 ms of a 60 ms step, the barrier
-  takes about 0.25 ms. Every rank adds the same rows in the same order, so all hold the same sum.
+* computes the loss of its share through ``Group.wrap``'s DDP module, weighted by the share's
+  size × the world size (DDP averages the ranks' gradients: the result is the gradient of the
+  whole batch's mean loss), and DDP all-reduces the gradients in buckets during the backward pass,
+* sums the step statistics with the others (``sum_stats``), then clips and steps its own optimiser.
 
-All ranks start from the same weights and apply the same summed gradients, so they stay equal
-without sending weights. Rank 0 alone decides (the batch order, validation, checkpoints, early
-stopping) and sends its commands (``Group.command``: train an epoch in a given order, validate,
-stop); the workers follow them. Validation is split the same way and
-the rankings gathered on rank 0. Results depend on the number of workers (each has its own noise
-and the loss is summed in another order), not on the machine: same seed and same ``workers``,
-same weights.
+All ranks start from rank 0's weights (DDP broadcasts them) and apply the same summed gradients,
+so they stay equal without sending weights. Rank 0 alone decides (the batch order, validation,
+checkpoints, early stopping) and sends its commands (``Group.command``: train an epoch in a given
+order, validate, stop); the others follow them. Validation is split the same way and the rankings
+gathered on rank 0. Results depend on the number of processes (each has its own noise and the
+loss is summed in another order), not on the machine or the launcher: same seed and same world
+size, same weights.
 """
 from __future__ import annotations
 
 import datetime
 import multiprocessing
+from collections import deque
 import os
 import shutil
 import socket
 import tempfile
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from seeder_dgl.errors import SeederError
 
@@ -82,6 +89,24 @@ def _loopback() -> str | None:
     return next((n for n in names if n == "lo"), next((n for n in names if n.startswith("lo")), None))
 
 
+def launched() -> bool:
+    """Whether a ``torch.distributed`` launcher (torchrun, or a cluster's equivalent) started this
+    process as one of several: its environment names the world (``env://``)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1) > 1 and "RANK" in os.environ and "MASTER_ADDR" in os.environ
+
+
+def local_device(device: torch.device) -> torch.device:
+    """Under a launcher, ``cuda`` means this process's GPU (``LOCAL_RANK``); anything else is kept."""
+    if device.type == "cuda" and device.index is None and launched():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return device
+
+
+FIND_UNUSED_PARAMETERS = True
+"""DDP looks for parameters the step did not use (an ablation or a config may leave some out): such
+a parameter is then summed as zeros instead of DDP waiting for it forever."""
+
+
 @dataclass
 class Group:
     """This process's place among the training processes (a one-process run has ``world == 1``)."""
@@ -89,36 +114,74 @@ class Group:
     rank: int = 0
     world: int = 1
     folder: Path | None = None
-    """Scratch folder: the gloo store and the workers' error reports."""
+    """Scratch folder of a forked group: the gloo store and the workers' error reports."""
     processes: tuple = ()
     threads: int | None = None
-    """Rank 0's torch threads before ``start`` set them to one (restored by ``close``)."""
-    exchange: torch.Tensor | None = None
-    """Shared memory [2, world, size] for ``sum_gradients`` (two blocks used in turn: a rank may
-    write the next step's row while a slower one still reads this step's), or None."""
-    turn: int = 0
+    """Torch threads before ``start`` set them to one (restored by ``close``)."""
+    launcher: str = ""
+    """'fork' (``--workers``), 'torchrun', or '' for one process."""
+    control: Any = None
+    """The gloo group commands, statistics and rankings travel in (None: the default group, gloo)."""
+    device: torch.device | None = None
+    handed: deque = field(default_factory=lambda: deque(maxlen=8))
+    """The last tensors given to gloo, kept until ``close``: a gloo thread frees a finished work's
+    tensors after the call returned, and where Python had already dropped one, freeing it takes the
+    GIL, which the main thread holds while ``destroy_process_group`` joins that thread (a deadlock
+    at exit seen with torch 2.2)."""
 
     @property
     def parallel(self) -> bool:
         return self.world > 1
 
-    # -- collectives ---------------------------------------------------------------------------
-    def all_reduce(self, flat: torch.Tensor) -> torch.Tensor:
+    # -- gradients -----------------------------------------------------------------------------
+    def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
+        """``module`` as every rank must call it in a training step: under DDP when there are
+        several processes (its backward pass all-reduces the gradients), else itself. Every rank
+        calls ``wrap`` at the same point: DDP starts by broadcasting rank 0's weights."""
+        if not self.parallel:
+            return module
+        device_ids = [self.device.index] if self.device is not None and self.device.type == "cuda" else None
+        wrapped: list[torch.nn.Module] = []
+        self._guard(lambda: wrapped.append(DistributedDataParallel(
+            module, device_ids=device_ids, gradient_as_bucket_view=True,
+            find_unused_parameters=FIND_UNUSED_PARAMETERS)))
+        return wrapped[0]
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """``loss.backward()``; with DDP it waits for the gradients' all-reduce (a dead peer: one line)."""
         if self.parallel:
-            self._guard(lambda: dist.all_reduce(flat))
-        return flat
+            self._guard(loss.backward)
+        else:
+            loss.backward()
+
+    # -- collectives on the control group -------------------------------------------------------
+    def sum_stats(self, stats: torch.Tensor) -> torch.Tensor:
+        """``stats`` (on the CPU) summed over the ranks, in place."""
+        if self.parallel:
+            self.handed.append(stats)
+            self._guard(lambda: dist.all_reduce(stats, group=self.control))
+        return stats
 
     def broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.parallel:
-            self._guard(lambda: dist.broadcast(tensor, src=0))
+            self.handed.append(tensor)
+            self._guard(lambda: dist.broadcast(tensor, src=0, group=self.control))
         return tensor
+
+    def share(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank (pickled; for state that launched processes do not hold)."""
+        if not self.parallel:
+            return obj
+        box = [obj if self.rank == 0 else None]
+        self._guard(lambda: dist.broadcast_object_list(box, src=0, group=self.control))
+        return box[0]
 
     def gather(self, items: list) -> list:
         """Rank 0: every rank's ``items`` concatenated in rank order; other ranks: ``items``."""
         if not self.parallel:
             return items
         out: list = [None] * self.world
-        self._guard(lambda: dist.all_gather_object(out, items))
+        self._guard(lambda: dist.all_gather_object(out, items, group=self.control))
         return [x for part in out for x in part]
 
     def command(self, code: int = STOP, epoch: int = 0, order: np.ndarray | None = None) -> tuple[int, int, np.ndarray | None]:
@@ -130,82 +193,59 @@ class Group:
         buf = torch.from_numpy(np.ascontiguousarray(order, np.int64)) if self.rank == 0 else torch.empty(size, dtype=torch.int64)
         return code, epoch, self.broadcast(buf).numpy()
 
-    def sum_gradients(self, params: Sequence[torch.nn.Parameter], stats: torch.Tensor) -> torch.Tensor:
-        """Sum every parameter's gradient and ``stats`` over the ranks, in place; returns the summed stats.
-
-        A parameter without a gradient anywhere stays without one (AdamW then skips it, as in a
-        one-process run); one with a gradient on some rank gets the sum, zeros counted for the rest.
-        """
-        if not self.parallel:
-            return stats
-        has = torch.tensor([p.grad is not None for p in params], dtype=stats.dtype)
-        parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=stats.dtype)
-                 for p in params] + [has, stats.reshape(-1)]
-        size = exchange_size(params, stats.numel())
-        if self.exchange is not None and self.exchange.shape[2] == size and self.exchange.dtype == stats.dtype:
-            block = self.exchange[self.turn]
-            self.turn ^= 1
-            torch.cat(parts, out=block[self.rank])
-            self._guard(dist.barrier)  # every row written (and every peer alive)
-            flat = block[0].clone()
-            for row in block[1:]:
-                flat += row
-        else:
-            flat = self.all_reduce(torch.cat(parts))
-        offset = 0
-        for p in params:  # views of ``flat``, which belongs to this call: no copies
-            n = p.numel()
-            p.grad = flat[offset:offset + n].view_as(p) if n else None
-            offset += n
-        has = flat[offset:offset + len(params)]
-        for p, any_grad in zip(params, has.tolist()):
-            if not any_grad:
-                p.grad = None
-        return flat[offset + len(params):].view_as(stats)
-
     # -- lifetime ------------------------------------------------------------------------------
     def _guard(self, call: Callable[[], object]) -> None:
         try:
             call()
-        except RuntimeError as exc:  # a peer died: gloo reports a closed connection or a timeout
+        except RuntimeError as exc:  # a peer died: a closed connection or a timeout
             raise SeederError(self._failure(exc)) from exc
 
     def _failure(self, exc: BaseException) -> str:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if self.rank != 0:
-            return f"training worker {self.rank}: rank 0 went away ({exc})"
+            return f"training worker {self.rank}: rank 0 went away ({first})"
         reports = sorted(self.folder.glob("worker-*.error")) if self.folder else []
         if reports:
             return f"a training worker failed: {reports[0].read_text().strip()}"
-        return (f"a training worker stopped ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-                "train with --workers 1 to see the error in this process")
+        if self.launcher == "torchrun":
+            return f"a training process stopped ({first}); its own output says why"
+        return f"a training worker stopped ({first}); train with --workers 1 to see the error in this process"
 
     def close(self, graceful: bool = True) -> None:
-        """Rank 0: tell the workers to stop (``graceful``: between commands; otherwise they may be
-        inside a collective and are terminated), wait for them, clean up."""
-        if self.rank != 0 or not self.parallel:
+        """End this process's part: a forked group's rank 0 tells the workers to stop (``graceful``:
+        between commands; otherwise they may be inside a collective and are terminated), waits for
+        them and cleans up; a launched process leaves the group."""
+        if not self.parallel:
             return
-        if graceful and all(p.is_alive() for p in self.processes):
+        if self.launcher == "fork" and self.rank == 0:
+            if graceful and all(p.is_alive() for p in self.processes):
+                try:
+                    self.command(STOP)
+                except SeederError:
+                    pass
+            else:
+                for p in self.processes:
+                    p.terminate()
+            for p in self.processes:
+                p.join(timeout=10)
+                if p.is_alive():
+                    p.terminate()
+                    p.join(timeout=5)
+        elif self.launcher == "torchrun" and self.rank == 0 and graceful:
             try:
                 self.command(STOP)
             except SeederError:
                 pass
-        else:
-            for p in self.processes:
-                p.terminate()
-        for p in self.processes:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
         if dist.is_initialized():
             dist.destroy_process_group()
+        self.handed.clear()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
         if self.threads is not None:
             torch.set_num_threads(self.threads)
 
 
-def _init(rank: int, world: int, folder: Path) -> None:
+def _init_forked(rank: int, world: int, folder: Path) -> None:
     loopback = _loopback()
     if loopback is not None:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback)
@@ -213,52 +253,75 @@ def _init(rank: int, world: int, folder: Path) -> None:
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=TIMEOUT)
 
 
-def exchange_size(params: Sequence[torch.nn.Parameter], num_stats: int) -> int:
-    """The length of ``sum_gradients``' flat vector: every parameter, one has-gradient flag each, the stats."""
-    return sum(p.numel() for p in params) + len(params) + num_stats
+def start(workers: int, worker_main: Callable[[Group], None], device: torch.device | None = None) -> Group:
+    """Join the training processes; rank 0 returns its group, the others follow ``worker_main(group)``.
 
-
-def start(workers: int, worker_main: Callable[[Group], None], exchange: int = 0) -> Group:
-    """Fork ``workers − 1`` processes running ``worker_main(group)`` and join them as rank 0.
-
-    Call it once everything the workers need is in memory: they are copies of this process.
-    ``exchange``: the length of the gradient vector ``sum_gradients`` will sum (``exchange_size``),
-    for its shared-memory block; 0 sums through ``all_reduce``. ``workers <= 1`` returns a
-    one-process group and starts nothing.
+    Under a launcher (``launched()``): join its world (``workers`` is the launcher's); a rank other
+    than 0 runs ``worker_main`` here and then returns its group (the caller ends there). Otherwise
+    fork ``workers − 1`` processes running ``worker_main(group)`` and join them as rank 0: call it once
+    everything they need is in memory, as they are copies of this process. ``workers <= 1``
+    without a launcher returns a one-process group and starts nothing.
     """
+    device = torch.device("cpu") if device is None else device
+    if launched():
+        return _join_launched(worker_main, device)
     if workers <= 1:
         return Group()
+    if device.type != "cpu":
+        raise SeederError(f"--workers {workers} forks CPU processes; on GPUs start one process per GPU with "
+                          "torchrun --nproc-per-node N -m seeder_dgl.cli train ...")
     if "fork" not in multiprocessing.get_all_start_methods():
         raise SeederError(f"--workers {workers} needs the 'fork' start method, which this platform lacks: "
-                          "train with --workers 1")
+                          "train with --workers 1, or start the processes with torchrun")
     # One thread per process: the point is process parallelism (and no OpenMP pool crosses a fork).
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     folder = Path(tempfile.mkdtemp(prefix="seeder-train-"))
-    # Allocated before the fork, so every process maps the same pages.
-    block = torch.zeros(2, workers, exchange).share_memory_() if exchange > 0 else None
     context = multiprocessing.get_context("fork")
     processes = []
     for rank in range(1, workers):
-        p = context.Process(target=_worker_entry, args=(rank, workers, folder, worker_main, block), daemon=True,
+        p = context.Process(target=_worker_entry, args=(rank, workers, folder, worker_main), daemon=True,
                             name=f"seeder-train-worker-{rank}")
         p.start()
         processes.append(p)
-    group = Group(rank=0, world=workers, folder=folder, processes=tuple(processes), threads=threads, exchange=block)
+    group = Group(rank=0, world=workers, folder=folder, processes=tuple(processes), threads=threads,
+                  launcher="fork", device=device)
     try:
-        _init(0, workers, folder)
+        _init_forked(0, workers, folder)
     except Exception as exc:
         group.close()
         raise SeederError(f"could not connect {workers} training processes ({exc}); train with --workers 1") from exc
     return group
 
 
-def _worker_entry(rank: int, world: int, folder: Path, worker_main: Callable[[Group], None],
-                  exchange: torch.Tensor | None = None) -> None:
-    torch.set_num_threads(1)
-    group = Group(rank=rank, world=world, folder=folder, exchange=exchange)
+def _join_launched(worker_main: Callable[[Group], None], device: torch.device) -> Group:
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    threads = None
+    if device.type == "cpu":  # one thread per process, as forked workers have (and the same sums)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+    else:
+        torch.cuda.set_device(device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    loopback = _loopback()
+    if loopback is not None and os.environ.get("LOCAL_WORLD_SIZE") == os.environ["WORLD_SIZE"]:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback)  # every process on this machine
     try:
-        _init(rank, world, folder)
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=TIMEOUT)
+        control = dist.new_group(backend="gloo") if backend != "gloo" else None
+    except Exception as exc:
+        raise SeederError(f"could not join the {world} launched training processes ({exc})") from exc
+    group = Group(rank=rank, world=world, threads=threads, launcher="torchrun", control=control, device=device)
+    if rank != 0:
+        worker_main(group)
+    return group
+
+
+def _worker_entry(rank: int, world: int, folder: Path, worker_main: Callable[[Group], None]) -> None:
+    torch.set_num_threads(1)
+    group = Group(rank=rank, world=world, folder=folder, launcher="fork", device=torch.device("cpu"))
+    try:
+        _init_forked(rank, world, folder)
         worker_main(group)
     except KeyboardInterrupt:  # Ctrl-C reaches every process of the terminal; rank 0 reports it
         os._exit(1)

@@ -26,10 +26,10 @@ loop: batch → M sampled rollouts → L = L_RL + λ·L_rank → optimiser step 
 6. Run records beside them: config.json, metrics.json, history.csv, curves.png (``records``).
 
 Processes and threads: with ``cfg.workers`` > 1 on the CPU, the process forks that many − 1 copies
-of itself once the policy is built; each takes its share of every batch and the gradients are summed
-before the step (``training.parallel``: rank 0 runs this loop, the copies follow it). Each process
-then uses one thread; otherwise this loop does not touch thread settings
-(``seeder_dgl.threads.configure_threads`` does).
+of itself once the policy is built, or torchrun started several (``training.parallel``); each takes
+its share of every batch and DistributedDataParallel sums the gradients in the backward pass (rank 0
+runs this loop, the others follow it). Each CPU process then uses one thread; otherwise this loop
+does not touch thread settings (``seeder_dgl.threads.configure_threads`` does).
 """
 from __future__ import annotations
 
@@ -56,7 +56,6 @@ from seeder_dgl.training import records as run_records
 from seeder_dgl.training.checkpoint import (FeatureRows, Preprocessing, build_policy, config_to_dict,
                                             relation_text_table)
 from seeder_dgl.training.config import TrainConfig
-from seeder_dgl.training.optimizer import FlatAdamW
 from seeder_dgl.training.ranking import EVAL_BATCH_SIZE, rank_subgraphs
 from seeder_dgl.training.rollout import training_objective
 from seeder_dgl.training.run_state import LoopState, RunWriter, data_fingerprint, read_resumable
@@ -251,6 +250,31 @@ def epoch_line(row: dict[str, Any], epochs: int, improved: bool) -> str:
             f"{row['queries_per_s']:.1f} q/s, {row['seconds']:.1f} s" + ("  *best*" if improved else ""))
 
 
+def adamw(params, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """torch's AdamW, fused where torch has a fused kernel for the parameters' device (the CPU since
+    torch 2.4), else ``foreach``: the policy's ~80 small tensors make a per-tensor step cost about
+    3.8 times the fused one (``benchmarks/bench_optimizer.py``)."""
+    params = list(params)
+    try:
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, ValueError):  # no fused kernel for this device in this torch
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, foreach=True)
+
+
+class BatchObjective(torch.nn.Module):
+    """The training objective of a batch as a module: what DDP wraps (it sums the gradients of the
+    parameters of the module whose forward pass it ran). Returns the weighted loss and the
+    ``rollout.Objective`` with its terms."""
+
+    def __init__(self, policy: SeederPolicy, cfg: TrainConfig, ops: MessagePassingOps):
+        super().__init__()
+        self.policy, self.cfg, self.ops = policy, cfg, ops
+
+    def forward(self, batch, generator: torch.Generator, weight: float = 1.0):
+        objective = training_objective(self.policy, batch, self.cfg, ops=self.ops, generator=generator)
+        return (objective.loss if weight == 1 else objective.loss * weight), objective
+
+
 def check_inputs(train_records, train_query_emb, val_records, val_query_emb, dimension: int):
     """The non-empty training records and their query embeddings; one-line errors for unusable input."""
     for name, recs, q in (("training", train_records, train_query_emb), ("validation", val_records, val_query_emb)):
@@ -277,7 +301,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
           relation_types: list[str] | None = None, dataset_meta: dict | None = None,
           relation_emb: np.ndarray | None = None, console: Console | None = None,
           on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
-          node_types: np.ndarray | None = None, node_type_names: Sequence[str] | None = None) -> TrainResult:
+          node_types: np.ndarray | None = None, node_type_names: Sequence[str] | None = None) -> TrainResult | None:
     """Train the SeedER policy on cached query subgraphs; write checkpoints and run records to ``out_dir``.
 
     ``node_emb`` [N, d]: raw node embeddings indexed by global id (a memmap works);
@@ -288,6 +312,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
     ``resume``: continue from ``out_dir/last.pt`` if it exists. ``on_epoch_end(row)`` is called
     after each epoch's checkpoints and records are written. ``node_types`` [N] / ``node_type_names``:
     each node's type as an index into the names (-1: none), used with ``cfg.node_types``.
+    Under torchrun every process calls ``train``; rank 0 returns the result, the others None.
     """
     started = time.perf_counter()
     console = console or Console()
@@ -308,7 +333,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
         console.print(f"[yellow]nothing to resume in {out_dir} (no last.pt): starting a fresh run")
 
     # 1. Seeding
-    device = torch.device(cfg.resolve_device())
+    device = parallel.local_device(torch.device(cfg.resolve_device()))
     torch.manual_seed(cfg.seed)
     deterministic = (torch.are_deterministic_algorithms_enabled(),
                      torch.is_deterministic_algorithms_warn_only_enabled())
@@ -340,9 +365,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
             raise SeederError("relation_text is set but no relation-name embeddings were given")
         relation_text = relation_text_table(relation_emb, num_relations) if cfg.relation_text else None
         policy = build_policy(cfg, in_dim, num_relations, relation_text, prep.num_node_types).to(device)
-        # AdamW over one flat vector of all parameters (each parameter a view of it): the same
-        # arithmetic as per-tensor AdamW in a few kernels instead of ~80 per elementwise step
-        optimizer = FlatAdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = adamw(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         steps_per_epoch = math.ceil(len(train_records) / cfg.batch_size)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, WarmupCosine(cfg.epochs * steps_per_epoch, cfg.warmup_epochs * steps_per_epoch))
@@ -352,28 +375,28 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
             loop.restore(state)
             console.print(f"resuming {out_dir / 'last.pt'} after epoch {loop.start_epoch}/{cfg.epochs} "
                           f"(best {SELECTION_METRIC} {loop.best_metric:.4f} at epoch {loop.best_epoch})")
-        params = optimizer.views
         edge_counts = np.asarray([r.src.shape[0] + r.num_nodes for r in train_records], np.float64)
+
+        objective_of: torch.nn.Module = BatchObjective(policy, cfg, ops)  # under DDP once the processes are joined
 
         def optimisation_step(index: np.ndarray, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
             """This process's share of the batch ``index``: loss, gradients (summed over the training
-            processes), clipping, the optimiser and schedule steps. Returns the summed step sums
+            processes by DDP), clipping, the optimiser and schedule steps. Returns the summed step sums
             (``RunningStats.step_sums``) and the gradient norm."""
             mine = parallel.shard(index, group.rank, group.world, cost=edge_counts[index])
+            # Each process weighs its share's mean loss by the share's size (times the world size, as
+            # DDP averages): the summed gradients are those of the whole batch's mean loss. A process
+            # without a share still runs one question, weighted 0: DDP needs every rank's backward.
+            weight, counted = len(mine) / len(index) * group.world, len(mine)
+            if not counted:
+                mine, weight = index[:1], 0.0
             optimizer.zero_grad(set_to_none=True)
-            sums = torch.zeros(len(RunningStats.KEYS))
-            if len(mine):
-                batch = prep.batch([train_records[i] for i in mine], rows, train_q[mine], device)
-                batch = hide_unknown(batch, prep, generator)
-                objective = training_objective(policy, batch, cfg, ops=ops, generator=generator)
-                # Each process weighs its share's mean loss by the share's size: the summed
-                # gradients are then those of the whole batch's mean loss.
-                share = len(mine) / len(index)
-                (objective.loss if share == 1 else objective.loss * share).backward()
-                sums = RunningStats.step_sums(objective, len(mine)).cpu()
-            sums = group.sum_gradients(params, sums)
-            optimizer.gather_gradients()
-            grad_norm = torch.nn.utils.clip_grad_norm_([optimizer.flat], cfg.max_grad_norm)
+            batch = prep.batch([train_records[i] for i in mine], rows, train_q[mine], device)
+            batch = hide_unknown(batch, prep, generator)
+            loss, objective = objective_of(batch, generator, weight)
+            group.backward(loss)
+            sums = group.sum_stats(RunningStats.step_sums(objective, counted).cpu())
+            grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
             optimizer.step()
             scheduler.step()
             return sums, grad_norm
@@ -391,8 +414,13 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
 
         def worker_main(me: parallel.Group) -> None:
             """A forked training process: follows rank 0's commands until told to stop."""
-            nonlocal group
+            nonlocal group, objective_of
             group = me
+            objective_of = group.wrap(objective_of)
+            if group.launcher == "torchrun":  # a launched process has its own copy: take rank 0's
+                shared = group.share(None)
+                optimizer.load_state_dict(shared["optimizer"])
+                scheduler.load_state_dict(shared["scheduler"])
             while True:
                 code, epoch, order = group.command()
                 if code == parallel.STOP:
@@ -407,7 +435,13 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                 for index in minibatches(order, cfg.batch_size):
                     optimisation_step(index, generator)
 
-        group = parallel.start(workers, worker_main, parallel.exchange_size(params, len(RunningStats.KEYS)))
+        group = parallel.start(workers, worker_main, device)
+        if group.rank != 0:  # a launched worker has followed rank 0's run to its end
+            finished = True
+            return None
+        objective_of = group.wrap(objective_of)
+        if group.launcher == "torchrun":
+            group.share({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()})
         num_parameters = run_records.count_parameters(policy)
         console.print(f"policy: {num_parameters:,} trainable parameters; {len(train_records):,} training and "
                       f"{len(val_records):,} validation queries; {steps_per_epoch} steps/epoch; device {device}, "
@@ -474,6 +508,10 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                     break
         finished = True
     finally:
+        # DDP's reducer goes before the process group: freed after it, the reducer would drop the
+        # group's last reference while holding the GIL, and torch 2.2's gloo threads wait for the GIL
+        # to finish their last work (a deadlock at exit)
+        objective_of = None
         group.close(graceful=finished)
         torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
 

@@ -386,3 +386,29 @@ def test_each_dataset_has_a_default_profile_and_metaqa_deep_carries_the_chosen_m
         assert (paper.node_types, paper.query_relations, paper.rank_loss, paper.query_injection, paper.lookahead) == \
             (False, False, "bpr", "concat", False)
     assert command.build_config("amazon").lr == 3e-4 and command.build_config("prime").lr == 1e-3
+
+
+def test_the_optimiser_is_torchs_adamw_fused_where_torch_has_a_cpu_kernel_and_steps_as_adamw():
+    from seeder_dgl.training.trainer import adamw
+
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.LayerNorm(7), torch.nn.Linear(7, 3))
+
+    ours, reference = model(), model()
+    optimizer = adamw(ours.parameters(), lr=3e-2, weight_decay=0.1)
+    plain = torch.optim.AdamW(reference.parameters(), lr=3e-2, weight_decay=0.1, foreach=False)
+    has_cpu_kernel = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 4)
+    assert type(optimizer) is torch.optim.AdamW
+    assert bool(optimizer.defaults.get("fused")) == has_cpu_kernel
+    assert bool(optimizer.defaults.get("foreach")) == (not has_cpu_kernel)
+    for step in range(30):
+        x = torch.randn(9, 5, generator=torch.Generator().manual_seed(step))
+        for m, opt in ((ours, optimizer), (reference, plain)):
+            opt.zero_grad(set_to_none=True)
+            m(x).pow(2).mean().backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+            opt.step()
+    for p, q in zip(ours.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(ours[0].weight, model()[0].weight)
