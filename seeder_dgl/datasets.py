@@ -15,6 +15,7 @@ from typing import Callable
 from loaders.kg import KnowledgeGraph, QASet
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.paths import project_root
+from seeder_dgl.settings import settings
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_MODEL_NAMES = {None, "", "default", "all-MiniLM-L6-v2", DEFAULT_MODEL}
@@ -22,12 +23,12 @@ _DEFAULT_MODEL_NAMES = {None, "", "default", "all-MiniLM-L6-v2", DEFAULT_MODEL}
 
 def cache_root() -> Path:
     """Embeddings, exports, subgraphs (``SEEDER_CACHE``, default ``.cache/`` in the project root)."""
-    return Path(os.environ.get("SEEDER_CACHE", project_root() / ".cache")).expanduser().resolve()
+    return (settings().cache or project_root() / ".cache").resolve()
 
 
 def runs_root() -> Path:
     """Checkpoints and their run records (``SEEDER_RUNS``, default ``runs/``)."""
-    return Path(os.environ.get("SEEDER_RUNS", project_root() / "runs")).expanduser().resolve()
+    return (settings().runs or project_root() / "runs").resolve()
 
 
 def resolve_model(name: str | None) -> str | None:
@@ -107,7 +108,7 @@ def _stark(name: str) -> DatasetSpec:
     def questions(source, _kg):
         from loaders.stark import load_stark_qa
 
-        return load_stark_qa(os.environ.get("SEEDER_STARK_QA"), name)
+        return load_stark_qa(settings().stark_qa, name)
 
     seeds = 10 if name == "amazon" else 3
     return DatasetSpec(name, f"STaRK-{name.capitalize()} (download or --source DIR)", graph, questions,

@@ -27,6 +27,7 @@ from seeder_dgl.datasets import resolve_model
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.async_reads import run_blocking
 from seeder_dgl.paths import project_root
+from seeder_dgl.settings import settings
 
 CHUNK = 4096
 """Texts encoded between two cache writes: the most work an interruption can lose."""
@@ -53,10 +54,10 @@ def default_model_path() -> Path:
 def default_cache_dir() -> Path:
     """``$SEEDER_EMBEDDINGS``, else ``$SEEDER_CACHE/embeddings``, else ``.cache/embeddings`` in the
     project root (seeder_dgl.paths). Its own variable, so runs with separate caches can share the (slow) embeddings."""
-    if os.environ.get("SEEDER_EMBEDDINGS"):
-        return Path(os.environ["SEEDER_EMBEDDINGS"]).expanduser()
-    base = os.environ.get("SEEDER_CACHE")
-    return (Path(base).expanduser() if base else project_root() / ".cache") / "embeddings"
+    env = settings()
+    if env.embeddings:
+        return env.embeddings
+    return (env.cache or project_root() / ".cache") / "embeddings"
 
 
 def dataset_encoder(model: str | None) -> "TextEncoder":

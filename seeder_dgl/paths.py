@@ -14,8 +14,9 @@ each part on its own.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from seeder_dgl.settings import settings
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CYPHER_DIR = PACKAGE_DIR / "cypher"
@@ -36,9 +37,9 @@ def source_checkout() -> Path | None:
 
 def project_root() -> Path:
     """The folder that holds ``.cache/``, ``runs/``, ``.neo4j/`` and ``benchmarks/results/``."""
-    home = os.environ.get("SEEDER_HOME")
+    home = settings().home
     if home:
-        return Path(home).expanduser().resolve()
+        return home.resolve()
     return source_checkout() or Path.cwd().resolve()
 
 

@@ -5,7 +5,6 @@ Unset: the project's local server (``seeder-dgl neo4j start``) on ``bolt://127.0
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +12,7 @@ from neo4j import AsyncDriver, AsyncGraphDatabase, Driver, GraphDatabase
 from neo4j.exceptions import AuthError, ClientError, DriverError, Neo4jError, ServiceUnavailable
 
 from seeder_dgl.errors import SeederError
+from seeder_dgl.settings import settings
 
 
 class Neo4jUnavailable(SeederError):
@@ -22,7 +22,7 @@ class Neo4jUnavailable(SeederError):
 def default_database() -> str | None:
     """``NEO4J_DATABASE``, the database every command and ``Retriever`` reads and writes when none
     is given (None: the server's default database)."""
-    return os.environ.get("NEO4J_DATABASE") or None
+    return settings().neo4j_database
 
 
 @dataclass(frozen=True)
@@ -36,14 +36,13 @@ class Neo4jSettings:
 
     @classmethod
     def from_env(cls) -> "Neo4jSettings":
-        uri = os.environ.get("NEO4J_URI")
-        port = os.environ.get("SEEDER_NEO4J_PORT", "7687")
+        env = settings()
         return cls(
-            uri=uri or f"bolt://127.0.0.1:{port}",
-            user=os.environ.get("NEO4J_USER", "neo4j"),
-            password=os.environ.get("NEO4J_PASSWORD", "seeder-dgl"),
-            database=default_database(),
-            external=bool(uri),
+            uri=env.neo4j_uri or f"bolt://127.0.0.1:{env.neo4j_port}",
+            user=env.neo4j_user,
+            password=env.neo4j_password,
+            database=env.neo4j_database,
+            external=bool(env.neo4j_uri),
         )
 
 

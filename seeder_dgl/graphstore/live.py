@@ -9,8 +9,6 @@ statement here only reads, and runs in READ access mode, so a cluster may route 
 from __future__ import annotations
 
 import hashlib
-
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -26,6 +24,7 @@ from seeder_dgl.graphstore.procedures import khop_engine, khop_setting
 from seeder_dgl.graphstore.schema import StoreSchema
 from seeder_dgl.graphstore.sketch import query_sketch
 from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
+from seeder_dgl.settings import settings
 from seeder_dgl.subgraph.record import QuerySubgraph
 
 
@@ -81,14 +80,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 def default_hop_partitions() -> int:
     """``SEEDER_HOP_PARTITIONS``, else 2: one K-hop hop runs as that many concurrent queries."""
-    raw = os.environ.get("SEEDER_HOP_PARTITIONS", "2")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SeederError(f"SEEDER_HOP_PARTITIONS must be a whole number, not {raw!r}") from None
-    if value < 1:
-        raise SeederError(f"SEEDER_HOP_PARTITIONS must be at least 1, not {value}")
-    return value
+    return settings().hop_partitions
 
 
 # Hops run side by side on these threads; shared by every LiveGraph (they only wait on sockets).

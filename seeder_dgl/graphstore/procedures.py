@@ -30,10 +30,10 @@ from neo4j.exceptions import DriverError, Neo4jError
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.versions import NEO4J_VERSION, required_java
 from seeder_dgl.paths import NEO4J_PROCEDURES
+from seeder_dgl.settings import check_khop, settings
 
 JAR_NAME = "seeder-dgl-procedures.jar"
 PROCEDURE_NAMES = frozenset({"seeder.khop", "seeder.exactSeeds", "seeder.nodeFeatures"})
-KHOP_ENGINES = ("auto", "procedure", "cypher")
 INSTALL_HINT = ("build the jar with `seeder-dgl neo4j plugin`, copy it into the server's plugins/ folder and "
                 "restart the server (`seeder-dgl neo4j start` installs it in the local server itself)")
 
@@ -105,11 +105,7 @@ def build_jar(cache: Path, neo4j_version: str | None = None, java: str | None = 
 
 def khop_setting(value: str | None = None) -> str:
     """``value``, else ``SEEDER_KHOP``, else ``auto``: which K-hop implementation LiveGraph uses."""
-    raw = value if value is not None else os.environ.get("SEEDER_KHOP", "auto")
-    setting = raw.strip().lower()
-    if setting not in KHOP_ENGINES:
-        raise SeederError(f"SEEDER_KHOP must be one of {', '.join(KHOP_ENGINES)}, not {raw!r}")
-    return setting
+    return check_khop(value) if value is not None else settings().khop
 
 
 # Whether each driver's server has the procedures: asked once per driver, as a server gets a

@@ -24,6 +24,7 @@ from pathlib import Path
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.versions import NEO4J_VERSION, check_version, parse_version, required_java
 from seeder_dgl.paths import NEO4J_POM, project_root
+from seeder_dgl.settings import settings
 
 POM = NEO4J_POM
 VERSION_FILE = "neo4j-version"
@@ -43,7 +44,7 @@ class Neo4jServerError(SeederError):
 
 def default_home() -> Path:
     """Where jars, config, data and logs of the local server live (``SEEDER_NEO4J_HOME``)."""
-    return Path(os.environ.get("SEEDER_NEO4J_HOME", project_root() / ".neo4j")).expanduser().resolve()
+    return (settings().neo4j_home or project_root() / ".neo4j").resolve()
 
 
 @dataclass
@@ -79,36 +80,25 @@ class ServerSettings:
     relationships between writes. False gives the server every self-managed one has by default,
     where K-hop walks the store (the tests check both)."""
 
-    @staticmethod
-    def _int_env(name: str, default: int) -> int:
-        raw = os.environ.get(name)
-        if raw is None:
-            return default
-        try:
-            return int(raw)
-        except ValueError:
-            raise Neo4jServerError(f"{name} must be a whole number, not {raw!r}: fix or unset it") from None
-
-    @staticmethod
-    def _size_env(name: str) -> str | None:
-        raw = os.environ.get(name) or None
-        if raw is not None and not re.fullmatch(r"[0-9]+[kmgKMG]?", raw):
-            raise Neo4jServerError(f"{name} must be a size such as 256m or 1g, not {raw!r}: fix or unset it")
-        return raw
-
     @classmethod
     def from_env(cls, home: Path | None = None, instance: str = "default") -> "ServerSettings":
+        """The local server of ``seeder_dgl.settings``; a bad setting is a one-line Neo4jServerError."""
+        try:
+            env = settings()
+            home = home or default_home()
+        except SeederError as exc:
+            raise Neo4jServerError(str(exc)) from None
         return cls(
-            home=home or default_home(),
+            home=home,
             instance=instance,
-            port=cls._int_env("SEEDER_NEO4J_PORT", 7687),
-            user=os.environ.get("NEO4J_USER", "neo4j"),
-            password=os.environ.get("NEO4J_PASSWORD", "seeder-dgl"),
-            heap=os.environ.get("SEEDER_NEO4J_HEAP", "2g"),
-            pagecache=os.environ.get("SEEDER_NEO4J_PAGECACHE", "2g"),
-            vector_buffer_mb=cls._int_env("SEEDER_NEO4J_VECTOR_BUFFER_MB", 50),
-            tx_memory=cls._size_env("SEEDER_NEO4J_TX_MEMORY"),
-            version=check_version(os.environ.get("SEEDER_NEO4J_VERSION") or NEO4J_VERSION),
+            port=env.neo4j_port,
+            user=env.neo4j_user,
+            password=env.neo4j_password,
+            heap=env.neo4j_heap,
+            pagecache=env.neo4j_pagecache,
+            vector_buffer_mb=env.neo4j_vector_buffer_mb,
+            tx_memory=env.neo4j_tx_memory,
+            version=check_version(env.neo4j_version or NEO4J_VERSION),
         )
 
     @property
