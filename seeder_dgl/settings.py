@@ -20,8 +20,9 @@ seeder-dgl:
 - ``seeder_dgl/graphstore/server.py``: ``JAVA_HOME`` (which Java runs Neo4j) and the whole
   environment handed to the Neo4j process;
 - ``seeder_dgl/graphstore/procedures.py``: the whole environment handed to Maven;
-- ``seeder_dgl/training/``: the torch.distributed variables (``GLOO_SOCKET_IFNAME``) of the
-  training workers and ``OMP_NUM_THREADS`` in a run record;
+- ``seeder_dgl/training/``: the torch.distributed variables of the training processes (the world
+  torchrun describes: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
+  ``MASTER_ADDR``; gloo's ``GLOO_SOCKET_IFNAME``) and ``OMP_NUM_THREADS`` in a run record;
 - ``SEEDER_API_KEY``: a default of ``serve --api-key``, read by the CLI's option parser (it is a
   secret of one command, shown in its ``--help``);
 - ``CI``, ``SEEDER_TEST_NEO4J_PORT``, ``SEEDER_REQUIRE_DGL``, ``SEEDER_SCREENSHOT_DIR``: read by

@@ -152,7 +152,8 @@ ELSEWHERE = {
     "seeder_dgl/embeddings.py": {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"},
     "seeder_dgl/graphstore/server.py": {"JAVA_HOME", "<all>"},
     "seeder_dgl/graphstore/procedures.py": {"<all>"},
-    "seeder_dgl/training/parallel.py": {"GLOO_SOCKET_IFNAME"},
+    "seeder_dgl/training/parallel.py": {"GLOO_SOCKET_IFNAME", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                        "MASTER_ADDR"},
     "seeder_dgl/training/trainer.py": {"OMP_NUM_THREADS"},
 }
 
