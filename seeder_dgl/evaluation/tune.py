@@ -14,7 +14,8 @@ import time
 from dataclasses import replace
 
 from loaders.kg import Query
-from seeder_dgl.datasets import TUNE_RECORD, dataset_dir, get_spec, read_manifest, write_manifest
+from seeder_dgl.datasets import (TUNE_RECORD, RetrievalDefaults, dataset_dir, get_spec, read_manifest,
+                                 write_manifest)
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
 from seeder_dgl.evaluation.command import sample_indices
@@ -82,9 +83,13 @@ def _fit_linking(driver, graph, qa, console):
     train = [q for q in qa.split("train") if q.answers] if "train" in qa.splits else []
     if len(train) < MIN_PRIOR_QUESTIONS:
         return None, None
+    # Linked as the profile tune stores will link (``tuned_settings`` keeps the defaults' linking),
+    # so that extract finds this linker fitted its way and does not fit it again.
+    linking = RetrievalDefaults()
     try:
         learned = ensure_linking(driver, graph, train, dataset_encoder(graph.info.model),
-                                 CANDIDATES[-1].retrieval, with_prior=False, refit=True)
+                                 CANDIDATES[-1].retrieval, with_prior=False, refit=True,
+                                 typed=linking.typed_questions > 0, partial_names=linking.partial_names)
     except SeederError as exc:  # too few topics within reach of an answer: hand-set linking
         console.print(f"[yellow]note:[/] no learned entity linking: {exc}")
         return None, None
