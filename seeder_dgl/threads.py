@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -51,3 +52,24 @@ def configure_threads(num_threads: int | None = None) -> dict[str, Any]:
             pass
     return {"OMP_NUM_THREADS": str(n), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "torch_threads": n,
             "set_by": "seeder-dgl"}
+
+
+@contextmanager
+def fixed_threads(n: int = 1) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` inside the block (or the decorated function), restored after.
+
+    For fits whose result must not depend on the caller's thread count: MKL's matrix products add
+    in another order with another number of threads on some CPUs. On an Intel Xeon, a relation
+    prior fitted by ``tune`` (two threads) and refitted by ``extract --refit-prior`` (one thread, set
+    by a command in between) differed after a few hundred Adam steps; on an AMD EPYC they agreed.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    if before != n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)

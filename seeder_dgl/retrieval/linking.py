@@ -41,6 +41,7 @@ from typing import Sequence
 import numpy as np
 
 from seeder_dgl.graphstore.name_index import APOSTROPHES, MAX_TERMS, STOP_WORDS, WORD, NameQuery, fold
+from seeder_dgl.threads import fixed_threads
 
 MIN_FUZZY_NAME = 4
 """Names (letters and digits) of this length or more match a span within one edit ..."""
@@ -577,6 +578,7 @@ class LinkExample:
     """bool [C]."""
 
 
+@fixed_threads(1)  # the same fit whatever thread count the command runs with
 def fit_linker(examples: Sequence[LinkExample], rates: dict[str, float], type_names: Sequence[str], *,
                hidden: int = 32, steps: int = 400, lr: float = 0.02, weight_decay: float = 1e-4, seed: int = 0,
                max_seeds: int = 3, keep_ratio: float = 0.5) -> EntityLinker:

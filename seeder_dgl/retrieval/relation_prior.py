@@ -33,6 +33,7 @@ import numpy as np
 from seeder_dgl.caching import BatchLRU
 from seeder_dgl.retrieval.linking import MASKED, question_template
 from seeder_dgl.retrieval.memory import GraphArrays
+from seeder_dgl.threads import fixed_threads
 
 UNREACHED = np.iinfo(np.int16).max
 FEATURE_CACHE_SIZE = 2048
@@ -466,6 +467,7 @@ per averaged output, so MetaQA keeps the objective it was tuned with, up to a co
 (Adam's steps then differ only through its epsilon; the fitted weights are not bit-identical)."""
 
 
+@fixed_threads(1)  # the same fit whatever thread count the command runs with
 def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types: Sequence[str], *,
                        hidden: int = 64, weight_decay: float | None = None, steps: int = 1000,
                        lr: float | None = None, seed: int = 0, input: str = "question") -> RelationPrior:
@@ -532,6 +534,7 @@ def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types
                          hidden_bias.detach().numpy().copy() if hidden else None, input)
 
 
+@fixed_threads(1)  # the same fit whatever thread count the command runs with
 def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels: np.ndarray,
                     relation_types: Sequence[str], *, positions: Sequence[np.ndarray] | None = None,
                     relation_emb: np.ndarray | None = None, hidden: int = 64,

@@ -569,3 +569,52 @@ def test_the_step_head_reads_a_step_named_by_an_unseen_word_as_a_step():
         replace(stepped, step_bias=None)
     with pytest.raises(ValueError, match="step head"):
         replace(stepped, step_weight=stepped.step_weight[:, :3])
+
+
+def test_a_fit_does_not_depend_on_the_callers_thread_count():
+    """Questions of MiniLM's width, enough of them that MKL splits the products over threads (on
+    an Intel Xeon the unfixed fit then differs between one and two threads)."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3000, 384))
+    labels = np.zeros((3000, 2, 3), dtype=bool)
+    labels[:, 0, 0], labels[:, 1, 2] = x[:, 0] > 0, x[:, 1] > 0
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        a = fit_relation_prior(x, labels, ["a", "b", "c"], steps=100)
+        torch.set_num_threads(1)
+        b = fit_relation_prior(x, labels, ["a", "b", "c"], steps=100)
+    finally:
+        torch.set_num_threads(threads)
+    np.testing.assert_array_equal(a.weight, b.weight)
+
+
+def test_every_fit_of_linking_runs_on_one_thread_and_gives_the_callers_count_back(monkeypatch):
+    """The relation priors and the linker are fitted on one torch thread, so `tune` and a later
+    `extract --refit-prior` (which may run with another count) fit the same weights."""
+    import torch
+
+    from seeder_dgl.retrieval import linking, relation_prior
+
+    class Seen(Exception):
+        pass
+
+    seen = []
+
+    def spy(*args, **kwargs):  # the optimiser is built inside the fit: the thread count there
+        seen.append(torch.get_num_threads())
+        raise Seen
+
+    monkeypatch.setattr(torch.optim, "Adam", spy)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with pytest.raises(Seen):
+            relation_prior.fit_relation_prior(np.eye(4), np.ones((4, 1, 2), bool), ["a", "b"], steps=1)
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    for fit in (relation_prior.fit_token_prior, linking.fit_linker):  # the same decorator
+        assert fit.__wrapped__.__name__ == fit.__name__
