@@ -3,7 +3,9 @@
 One ranking loop (``training.ranking.rank_subgraphs``) serves the API, ``query``, ``eval`` and the validation of
 the training loop, so what a run reports on validation is what a loaded checkpoint serves.
 ``load_policy`` checks that a checkpoint fits the graph it will rank (dataset, embedding model,
-dimension) and turns every problem into a one-line ``CheckpointError``.
+dimension) and turns every problem into a one-line ``CheckpointError``; ``load_trained_retriever``
+loads a run folder's trained retriever (``training.artifact``: the settings, relation prior and
+linker the policy was trained with) with its policy, checked the same way.
 """
 from __future__ import annotations
 
@@ -18,6 +20,10 @@ from seeder_dgl.datasets import model_label
 from seeder_dgl.model.ops import select_ops
 from seeder_dgl.model.policy import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.retrieval.linking import EntityLinker
+from seeder_dgl.retrieval.pipeline import RetrievalSettings, parse_stored, ready_linker, ready_prior
+from seeder_dgl.retrieval.relation_prior import RelationPrior
+from seeder_dgl.training.artifact import TrainedRetriever, artifact_path, read_trained_retriever
 from seeder_dgl.training.checkpoint import (
     RELATION_TEXT_KEY,
     CheckpointError,
@@ -49,6 +55,10 @@ class LoadedPolicy:
     metrics: dict | None = None
     """Validation metrics of the saved epoch."""
     path: Path | None = None
+    bound_to: dict | None = None
+    """The graph identity and relation-prior digest the run recorded (``DatasetInfo.bound_to``)."""
+    data_fingerprint: str | None = None
+    """The run's train/val subgraphs (``run_state.data_fingerprint``)."""
 
     @property
     def num_relations(self) -> int:
@@ -175,4 +185,48 @@ def load_policy(path: str | Path, *, dataset: str | None = None, embedding_model
     return LoadedPolicy(policy=policy, cfg=cfg, preprocessing=prep, relation_types=list(state["relation_types"]),
                         dataset=state["dataset"], embedding_model=state["embedding_model"],
                         dimension=int(state["dimension"]), device=device, epoch=int(state.get("epoch", 0)),
-                        metrics=state.get("metrics"), path=path)
+                        metrics=state.get("metrics"), path=path, bound_to=state.get("bound_to"),
+                        data_fingerprint=state.get("data_fingerprint"))
+
+
+@dataclass
+class LoadedRetriever:
+    """A trained retriever (``training.artifact``) with its policy, ready for one graph."""
+
+    trained: TrainedRetriever
+    policy: LoadedPolicy
+    settings: RetrievalSettings
+    """Its seeds, budgets, seeding, relation prior and entity linker, ready for the graph."""
+
+
+def load_trained_retriever(run_dir: str | Path, info, *, checkpoint: str | None = None,
+                           device: str | torch.device = "cpu") -> LoadedRetriever:
+    """The trained retriever of ``run_dir`` (``retriever.json``) and its policy (``checkpoint``, a file of
+    the folder; default the one it names), for the graph ``info`` describes (``DatasetInfo``).
+
+    One-line ``CheckpointError`` when the folder holds none, when it or the policy cannot be read or
+    belong to another graph, encoder, dimension or schema (``TrainedRetriever.check_fits``), or when
+    the policy was saved by another run than the file.
+    """
+    run_dir = Path(run_dir)
+    trained = read_trained_retriever(run_dir)
+    where = artifact_path(run_dir)
+    if trained is None:
+        raise CheckpointError(f"no trained retriever at {where}: run `seeder-dgl train {info.name}`")
+    trained.check_fits(info, where)
+    policy = load_policy(run_dir / (checkpoint or trained.checkpoint), dataset=trained.dataset,
+                         embedding_model=info.model, dimension=info.dimension, device=device,
+                         bound_to={"graph": info.identity})
+    saved = policy.bound_to or {}
+    if (trained.data_fingerprint not in (None, policy.data_fingerprint)
+            or ("relation_prior" in saved and saved["relation_prior"] != trained.prior_digest)):
+        raise CheckpointError(f"{policy.path} and {where} were written by different training runs: train again "
+                              f"(`seeder-dgl train {trained.dataset}`; --resume finishes an interrupted run)")
+    fix = f"train again (`seeder-dgl train {trained.dataset}`)"
+    prior = parse_stored(trained.relation_prior, RelationPrior.from_json, "relation prior", f"in {where}", fix)
+    prior = None if prior is None else ready_prior(prior, info)
+    linker = parse_stored(trained.entity_linker, EntityLinker.from_json, "entity linker", f"in {where}", fix)
+    settings = RetrievalSettings(seeds=trained.seeds, budgets=trained.budgets, seeding=trained.seeding,
+                                 relation_prior=prior if trained.follows_prior else None,
+                                 linker=ready_linker(linker, prior))
+    return LoadedRetriever(trained, policy, settings)

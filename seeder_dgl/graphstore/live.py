@@ -59,6 +59,11 @@ class DatasetInfo:
     """Which graph this record is: the ingest's fingerprint of the data and model, else (a graph
     adopted in place) when the record was created. Upserts keep it; a drop and a new ingest or
     adoption under the same name change it (a policy trained before is then refused)."""
+    active_run: str | None = None
+    """The run folder whose trained retriever ``query``, ``serve`` and ``eval`` use (set by ``train``;
+    relative to the runs folder when inside it), or None: the profile's own run folder."""
+    active_run_profile: str | None = None
+    """The retrieval profile ``active_run`` was trained with (other profiles use their own folders)."""
 
     def __post_init__(self):
         if self.schema is None:
@@ -68,9 +73,13 @@ class DatasetInfo:
         """What a policy trained on this dataset depends on and records (``inference.load_policy``):
         the graph's identity and, where the retrieval settings use it (``uses_prior``), the
         relation prior its subgraphs are grown with (a digest of the stored prior)."""
-        prior = (hashlib.sha256(self.relation_prior.encode()).hexdigest()[:16]
-                 if uses_prior and self.relation_prior else None)
+        prior = prior_digest(self.relation_prior) if uses_prior else None
         return {"graph": self.identity, "relation_prior": prior}
+
+
+def prior_digest(text: str | None) -> str | None:
+    """The digest of a stored relation prior's JSON that a checkpoint's ``bound_to`` records (None: none)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16] if text else None
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -187,7 +196,8 @@ class LiveGraph:
                            m.get("status", "unknown"), relation_prior=m.get("relation_prior"),
                            entity_linker=m.get("entity_linker"), schema=StoreSchema.from_record(m),
                            identity=m.get("fingerprint") or (f"record of {m['started_at']}" if m.get("started_at")
-                                                             else None))
+                                                             else None),
+                           active_run=m.get("active_run"), active_run_profile=m.get("active_run_profile"))
 
     # ---- readiness --------------------------------------------------------------------------
     def check_ready(self) -> None:

@@ -102,30 +102,45 @@ class RetrievalSettings:
         return self.relation_prior.question_scores(question, embedding, names, hops=len(self.budgets))
 
 
-def _stored(info, attribute: str, parse, what: str):
-    """The JSON the dataset record keeps under ``attribute``, parsed; None when there is none, a
-    one-line error when it cannot be read."""
-    text = getattr(info, attribute, None)
+def parse_stored(text: str | None, parse, what: str, where: str, fix: str):
+    """JSON kept as text ``where`` (a dataset's record, a trained retriever's file), parsed; None when
+    there is none, a one-line error saying to ``fix`` it when it cannot be read."""
     if not text:
         return None
     try:
         return parse(text)
     except (ValueError, KeyError, TypeError) as exc:
-        raise SeederError(f"the {what} stored for {info.name!r} is damaged ({exc}): "
-                          f"fit it again with `seeder-dgl extract {info.name} --refit-prior`") from None
+        raise SeederError(f"the {what} stored {where} is damaged ({exc}): {fix}") from None
 
 
-def stored_relation_prior(graph) -> RelationPrior | None:
-    """The relation prior fitted for ``graph``'s dataset (stored in its Neo4j record), with its
-    columns in the dataset's current relation order, a template prior bound to the dataset's
-    encoder; None when none was fitted."""
-    info = graph.info
-    prior = _stored(info, "relation_prior", RelationPrior.from_json, "relation prior")
-    if prior is None:
-        return None
+def _stored(info, attribute: str, parse, what: str):
+    """The JSON the dataset record keeps under ``attribute``, parsed (``parse_stored``)."""
+    return parse_stored(getattr(info, attribute, None), parse, what, f"for {info.name!r}",
+                        f"fit it again with `seeder-dgl extract {info.name} --refit-prior`")
+
+
+def ready_prior(prior: RelationPrior, info) -> RelationPrior:
+    """``prior`` as K-hop reads it on the dataset ``info`` describes: a template prior bound to the
+    dataset's encoder, its columns in the dataset's current relation order."""
     if prior.reads_templates:
         prior = prior.bind_encoder(dataset_encoder(info.model))
     return prior.aligned(info.relation_types)
+
+
+def ready_linker(linker: EntityLinker | None, prior: RelationPrior | None) -> EntityLinker | None:
+    """``linker`` with the relation prior its features read, when they read one (None when it
+    needs one and there is none)."""
+    if linker is None or not linker.relation_features:
+        return linker
+    return linker.with_prior(prior) if prior is not None else None
+
+
+def stored_relation_prior(graph) -> RelationPrior | None:
+    """The relation prior fitted for ``graph``'s dataset (stored in its Neo4j record), ready for it
+    (``ready_prior``); None when none was fitted."""
+    info = graph.info
+    prior = _stored(info, "relation_prior", RelationPrior.from_json, "relation prior")
+    return None if prior is None else ready_prior(prior, info)
 
 
 def stored_linker(graph, prior: RelationPrior | None = None) -> EntityLinker | None:
@@ -136,8 +151,7 @@ def stored_linker(graph, prior: RelationPrior | None = None) -> EntityLinker | N
     linker = _stored(graph.info, "entity_linker", EntityLinker.from_json, "entity linker")
     if linker is None or not linker.relation_features:
         return linker
-    prior = prior if prior is not None else stored_relation_prior(graph)
-    return linker.with_prior(prior) if prior is not None else None
+    return ready_linker(linker, prior if prior is not None else stored_relation_prior(graph))
 
 
 def with_relation_prior(settings: RetrievalSettings, graph, wanted: bool, required: bool = True) -> RetrievalSettings:

@@ -26,11 +26,13 @@ from seeder_dgl.datasets import (
     run_dir,
 )
 from seeder_dgl.errors import SeederError, check_dataset_name
-from seeder_dgl.graphstore.connection import open_driver
+from seeder_dgl.graphstore import lease
+from seeder_dgl.graphstore.connection import default_database, open_driver
 from seeder_dgl.graphstore.export import export_graph
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.subgraph.cache import load_split
 from seeder_dgl.threads import configure_threads
+from seeder_dgl.training.artifact import from_extraction, run_pointer
 from seeder_dgl.training.config import ABLATIONS, DATASET_DEFAULTS, TrainConfig, auto_epochs
 from seeder_dgl.training.trainer import train
 from seeder_dgl.validation import check_output_folder
@@ -50,6 +52,8 @@ class GraphFeatures:
     node_type: np.ndarray | None = None
     """int64 [N]: index into ``node_type_names`` (-1: no node with that id)."""
     node_type_names: list[str] | None = None
+    info: object | None = None
+    """The dataset's record as read (``graphstore.live.DatasetInfo``; None: not read from Neo4j)."""
 
 
 def load_features(dataset: str, cache_dir: Path | None = None, uses_prior: bool = True) -> GraphFeatures:
@@ -65,7 +69,7 @@ def load_features(dataset: str, cache_dir: Path | None = None, uses_prior: bool 
             "num_relation_types": len(export.relation_types), "status": info.status,
             "bound_to": info.bound_to(uses_prior)}
     return GraphFeatures(export.node_emb, list(export.relation_types), export.relation_emb, meta,
-                         export.node_type, list(export.node_type_names))
+                         export.node_type, list(export.node_type_names), info)
 
 
 def _split_summary(folder: Path) -> dict[str, Any]:
@@ -160,11 +164,33 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
         train_records, train_q = train_records[:limit], train_q[:limit]
         val_records, val_q = val_records[:limit], val_q[:limit]
     features = load_features(dataset, ds.cache, uses_prior=ds.retrieval.relation_prior)
+    extraction = {s: _split_summary(path) for s, path in splits.items()}
+    retriever = bound_to = None
+    if features.info is not None:  # what query will retrieve with: the record's, as the subgraphs were grown
+        retriever = from_extraction(features.info, ds.profile, ds.retrieval, extraction["train"])
+        bound_to = {"graph": features.info.identity, "relation_prior": retriever.prior_digest}
     meta = {**features.meta, "threads": thread_info, "limit": limit,
-            "bound_to": features.meta.get("bound_to"),
-            "extraction": {s: _split_summary(path) for s, path in splits.items()}}
+            "bound_to": bound_to or features.meta.get("bound_to"), "extraction": extraction}
     out_dir = check_output_folder(out) if out else ds.run_dir(ablation)
-    return train(cfg, train_records, train_q, val_records, val_q, features.node_emb, len(features.relation_types),
-                 out_dir, resume=resume, progress=progress, relation_types=features.relation_types,
-                 dataset_meta=meta, relation_emb=features.relation_emb, node_types=features.node_type,
-                 node_type_names=features.node_type_names)
+    result = train(cfg, train_records, train_q, val_records, val_q, features.node_emb, len(features.relation_types),
+                   out_dir, resume=resume, progress=progress, relation_types=features.relation_types,
+                   dataset_meta=meta, relation_emb=features.relation_emb, node_types=features.node_type,
+                   node_type_names=features.node_type_names, retriever=retriever)
+    if result is not None and retriever is not None and ablation == "full":
+        point_record_at(dataset, ds.profile, out_dir)
+    return result
+
+
+def point_record_at(dataset: str, profile: str, out_dir: Path) -> None:
+    """Make ``out_dir`` the dataset's active run for ``profile`` (``DatasetInfo.active_run``). Under
+    the writer lease; while another command writes the dataset, a note says how to use the run instead."""
+    from rich.console import Console
+
+    try:
+        with open_driver() as driver:
+            lease.write_record(driver, dataset, "train", "dataset/set_active_run", "pointing the record at the run",
+                               default_database(), run=run_pointer(out_dir), profile=profile)
+    except SeederError as exc:
+        Console(stderr=True).print(f"[yellow]note:[/] the record of {dataset} still points to its earlier run "
+                                   f"({exc}): query this one with --checkpoint {out_dir / 'best.pt'}",
+                                   soft_wrap=True, highlight=False)

@@ -1,5 +1,5 @@
 """What a training run keeps besides the loop: the state a resumed run restores, and what each
-epoch writes (``best.pt``, ``last.pt`` and the run records).
+epoch writes (``best.pt``, ``last.pt``, ``retriever.json`` and the run records).
 
 ``last.pt`` holds the model, optimiser, scheduler, the three random generators (torch, the numpy
 batch order, the Gumbel noise), the history and the best epoch so far, so ``resume=True``
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,6 +21,7 @@ import torch
 from seeder_dgl.errors import SeederError
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training import records as run_records
+from seeder_dgl.training.artifact import TrainedRetriever, write_trained_retriever
 from seeder_dgl.training.checkpoint import (FORMAT, FORMAT_VERSION, Preprocessing, config_to_dict, read_checkpoint,
                                             save_checkpoint)
 from seeder_dgl.training.config import TrainConfig
@@ -126,6 +127,8 @@ class RunWriter:
     title: str
     bound_to: dict | None = None
     """The dataset's graph identity and relation prior the run was trained with (``DatasetInfo.bound_to``)."""
+    retriever: TrainedRetriever | None = None
+    """What the subgraphs were grown with, written as ``retriever.json`` with each best.pt (None: not written)."""
 
     @property
     def best_path(self) -> Path:
@@ -154,6 +157,8 @@ class RunWriter:
         improved = score > loop.best_metric
         if improved:
             loop.best_metric, loop.best_epoch = score, epoch
+            if self.retriever is not None:  # first: best.pt and it are checked to be one run's
+                write_trained_retriever(self.out_dir, replace(self.retriever, data_fingerprint=self.fingerprint))
             save_checkpoint(self.best_path, self.checkpoint(loop.policy, epoch, val))
         save_checkpoint(self.last_path, {**self.checkpoint(loop.policy, epoch, val), **loop.resume_state()})
         run_records.write_run_records(self.out_dir, loop.history, best_epoch=loop.best_epoch,

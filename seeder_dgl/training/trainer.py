@@ -53,6 +53,7 @@ from seeder_dgl.model.policy import SeederPolicy
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training import parallel
 from seeder_dgl.training import records as run_records
+from seeder_dgl.training.artifact import TrainedRetriever
 from seeder_dgl.training.checkpoint import (FeatureRows, Preprocessing, build_policy, config_to_dict,
                                             relation_text_table)
 from seeder_dgl.training.config import TrainConfig
@@ -301,7 +302,8 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
           relation_types: list[str] | None = None, dataset_meta: dict | None = None,
           relation_emb: np.ndarray | None = None, console: Console | None = None,
           on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
-          node_types: np.ndarray | None = None, node_type_names: Sequence[str] | None = None) -> TrainResult | None:
+          node_types: np.ndarray | None = None, node_type_names: Sequence[str] | None = None,
+          retriever: TrainedRetriever | None = None) -> TrainResult | None:
     """Train the SeedER policy on cached query subgraphs; write checkpoints and run records to ``out_dir``.
 
     ``node_emb`` [N, d]: raw node embeddings indexed by global id (a memmap works);
@@ -312,6 +314,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
     ``resume``: continue from ``out_dir/last.pt`` if it exists. ``on_epoch_end(row)`` is called
     after each epoch's checkpoints and records are written. ``node_types`` [N] / ``node_type_names``:
     each node's type as an index into the names (-1: none), used with ``cfg.node_types``.
+    ``retriever``: what the subgraphs were grown with, written beside each best.pt (``training.artifact``).
     Under torchrun every process calls ``train``; rank 0 returns the result, the others None.
     """
     started = time.perf_counter()
@@ -449,7 +452,7 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
                       + (f", {group.world} training processes" if group.parallel else ""), soft_wrap=True)
         run = RunWriter(out_dir, cfg, prep, in_dim, dimension, relation_types, meta.get("embedding_model"),
                         num_parameters, fingerprint, SELECTION_METRIC, f"{cfg.dataset} / {cfg.ablation} (seed {cfg.seed})",
-                        bound_to=meta.get("bound_to"))
+                        bound_to=meta.get("bound_to"), retriever=retriever)
         run_records.write_config(out_dir, {
             "config": config_to_dict(cfg), "dataset": meta, "seed": cfg.seed, "device": str(device), "ops": ops.name,
             "threads": {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
