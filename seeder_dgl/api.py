@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +30,12 @@ from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.graphstore.async_reads import AsyncReads, greenlet_spawn, run_blocking
 from seeder_dgl.graphstore.connection import open_async_driver, open_driver
 from seeder_dgl.graphstore.live import LiveGraph
-from seeder_dgl.inference import load_policy
+from seeder_dgl.inference import load_policy, load_trained_retriever
 from seeder_dgl.retrieval.methods import make_retriever
 from seeder_dgl.retrieval.pipeline import RetrievalSettings, with_relation_prior
 from seeder_dgl.retrieval.seeding import check_mode
 from seeder_dgl.threads import configure_threads
+from seeder_dgl.training.artifact import active_run_dir, artifact_path
 from seeder_dgl.validation import check_budgets, check_k, check_question, check_seeds
 
 METHODS = ("seeder", "dense", "khop", "ppr")
@@ -220,12 +221,29 @@ class Retriever:
         self._encoder = encoder
         self.context = context
         self.profile = context.profile
-        self._checkpoint_path = Path(checkpoint) if checkpoint else context.run_dir() / "best.pt"
+        # seeds, budgets, seeding, relation_prior and linker above: the profile's and the record's,
+        # what the baselines use. SeedER's come with its policy, but for what the caller chose here.
+        self._chosen = {"seeds": seeds, "budgets": tuple(budgets) if budgets else None,
+                        "seeding": self.seeding if seeding else None}
+        self._checkpoint_path = (Path(checkpoint) if checkpoint else
+                                 active_run_dir(context, self.graph.info) / "best.pt")
         self._policy = None
+        #: The trained retriever the policy came with (``inference.LoadedRetriever``); None: a run
+        #: folder from before they were written (the profile's settings and the record's prior).
+        self._trained = None
 
     @property
     def settings(self) -> RetrievalSettings:
-        """How this retriever turns a question into a subgraph (the pipeline ``extract`` and ``eval`` use)."""
+        """How this retriever turns a question into a subgraph for its method (``settings_for``)."""
+        return self.settings_for(self.method)
+
+    def settings_for(self, method: str) -> RetrievalSettings:
+        """How ``method`` turns a question into a subgraph (the pipeline ``extract`` and ``eval`` use):
+        SeedER's as its policy was trained (its trained retriever), the others' from the profile and
+        the dataset's record; seeds, budgets and seeding given to this Retriever apply to all."""
+        if method == "seeder" and self.policy is not None and self._trained is not None:
+            chosen = {k: v for k, v in self._chosen.items() if v is not None}
+            return replace(self._trained.settings, exact_seeds=self.exact_seeds, **chosen)
         return RetrievalSettings(seeds=self.seeds, budgets=tuple(self.budgets), exact_seeds=self.exact_seeds,
                                  seeding=self.seeding, relation_prior=self.relation_prior, linker=self.linker)
 
@@ -275,15 +293,21 @@ class Retriever:
         if self._policy is None:
             configure_threads()  # unless the user chose: one OpenMP thread per pool on few cores
 
+            path, info = self._checkpoint_path, self.graph.info
+            if path.exists() and artifact_path(path.parent).is_file():  # with what it was trained with
+                self._trained = load_trained_retriever(path.parent, info, checkpoint=path.name)
+                self._policy = self._trained.policy
+                return self._policy
+            # A run folder from before trained retrievers: the profile's settings and the record's
+            # prior, refused when the prior changed since (``inference.load_policy``).
             if self._prior_missing:
-                with_relation_prior(self.settings, self.graph, True)  # raises the one-line error
-            if not self._checkpoint_path.exists():
-                raise SeederError(f"no trained checkpoint at {self._checkpoint_path}: run `seeder-dgl train "
+                with_relation_prior(self.settings_for("khop"), self.graph, True)  # raises the one-line error
+            if not path.exists():
+                raise SeederError(f"no trained checkpoint at {path}: run `seeder-dgl train "
                                   f"{self.dataset}{self.context.profile_flag}`, pass --checkpoint, or use "
                                   "--method khop")
-            self._policy = load_policy(self._checkpoint_path, dataset=self.dataset,
-                                       embedding_model=self.graph.info.model, dimension=self.graph.info.dimension,
-                                       bound_to=self.graph.info.bound_to(self.settings.relation_prior is not None))
+            self._policy = load_policy(path, dataset=self.dataset, embedding_model=info.model,
+                                       dimension=info.dimension, bound_to=info.bound_to(self.relation_prior is not None))
         return self._policy
 
     def embed(self, question: str) -> np.ndarray:
@@ -331,7 +355,7 @@ class Retriever:
         start = time.perf_counter()
         self.graph.refresh()  # relation types upserted since this Retriever opened
         policy = _RankOffTheLoop(self.policy) if method == "seeder" else None
-        found = make_retriever(method, self.graph, self.settings, policy=policy).search(question, q, k)
+        found = make_retriever(method, self.graph, self.settings_for(method), policy=policy).search(question, q, k)
         nodes = self._describe(found.ranking, {i for i, _ in found.seeds})
         triples = self.graph.edges([n.id for n in nodes])
         return Retrieval(question, method, nodes, time.perf_counter() - start, found.considered, triples,

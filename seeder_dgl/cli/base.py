@@ -78,10 +78,11 @@ SeedingOption = Annotated[Optional[str], typer.Option(help="dense, fulltext or h
 
 
 # ---- shared option helpers ---------------------------------------------------------------------
-def parse_budgets(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
+def parse_budgets(text: str | None) -> tuple[int, ...] | None:
+    """``--budgets``, checked; None when not given (the profile's, or a trained retriever's)."""
     from seeder_dgl.validation import check_budgets
 
-    return check_budgets(text) if text else default
+    return check_budgets(text) if text else None
 
 
 def query_encoder(graph):

@@ -55,7 +55,7 @@ def extract(
                       f"(seeder-dgl tune {dataset})")
         run_tune(dataset, questions=questions, console=console)
         profile = TUNED
-    extract_dataset(dataset, splits=split, source=source, seeds=seeds, budgets=parse_budgets(budgets, None),
+    extract_dataset(dataset, splits=split, source=source, seeds=seeds, budgets=parse_budgets(budgets),
                     profile=profile, seeding=seeding, limit=limit, sample=sample, overwrite=overwrite, engine=engine,
                     questions=questions, refit_prior=refit_prior, console=console)
 

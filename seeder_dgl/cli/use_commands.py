@@ -26,8 +26,9 @@ def query_command(
     k: int = typer.Option(20, "--k", help="How many nodes to return."),
     method: str = typer.Option("seeder", help="seeder (trained policy), dense, khop or ppr."),
     output: str = typer.Option("table", "--format", help="table, json, triples or cypher."),
-    checkpoint: str = typer.Option(None, help="Policy checkpoint \\[default: runs/<dataset>/<profile>-full/best.pt; "
-                                              "runs/<dataset>/full/best.pt for the paper profile]."),
+    checkpoint: str = typer.Option(None, help="Policy checkpoint \\[default: the dataset's active run, set by train, "
+                                              "else runs/<dataset>/<profile>-full/best.pt; runs/<dataset>/full/"
+                                              "best.pt for the paper profile]."),
     seeds: SeedsOption = None,
     budgets: BudgetsOption = None,
     profile: ProfileOption = None,
@@ -57,7 +58,7 @@ def query_command(
     check_question(question)
     ds = DatasetContext.open(dataset, profile)
     with Retriever(dataset, method=method, checkpoint=checkpoint, seeds=seeds, profile=ds.profile, seeding=seeding,
-                   budgets=parse_budgets(budgets, ds.retrieval.budgets)) as retriever:
+                   budgets=parse_budgets(budgets)) as retriever:
         result = retriever.retrieve(question, k=k)
     if output == "json":
         print(json.dumps(result.to_dict(), indent=2))

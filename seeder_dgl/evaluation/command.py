@@ -183,28 +183,44 @@ def plan_methods(dataset: str, methods: str | Sequence[str] | None, checkpoint: 
     return MethodPlan(names, checkpoints, notes)
 
 
-def _load_policies(plan: MethodPlan, dataset: str, model: str, dimension: int, explicit: set[str],
-                   bound_to: dict | None = None):
-    """name -> LoadedPolicy; a checkpoint not asked for by name that fails to load is skipped with a note."""
-    policies, notes = {}, []
+def _has_trained_retriever(checkpoint: Path) -> bool:
+    """Whether a checkpoint's run folder holds its trained retriever (``training.artifact``)."""
+    try:
+        from seeder_dgl.training.artifact import artifact_path
+    except ImportError:  # no torch: no checkpoint loads at all (``_load_policies`` says so)
+        return False
+    return artifact_path(Path(checkpoint).parent).is_file()
+
+
+def _load_policies(plan: MethodPlan, info, explicit: set[str], uses_prior: bool):
+    """name -> LoadedPolicy, and name -> the settings of those that came with their trained retriever
+    (``inference.load_trained_retriever``; the others rank the profile's subgraphs, with the record's
+    prior); a checkpoint not asked for by name that fails to load is skipped with a note."""
+    policies, trained, notes = {}, {}, []
     if not plan.checkpoints:
-        return policies, notes
+        return policies, trained, notes
     try:  # torch and the model: an install without them still evaluates the other methods
         from seeder_dgl.inference import load_policy
     except ImportError as exc:
         if explicit & set(plan.checkpoints):
             raise SeederError(f"SeedER checkpoints cannot be loaded in this install ({exc})") from None
-        return policies, [f"skipped {', '.join(plan.checkpoints)}: no checkpoint loader ({exc})"]
+        return policies, trained, [f"skipped {', '.join(plan.checkpoints)}: no checkpoint loader ({exc})"]
     for name, path in plan.checkpoints.items():
         try:
-            policies[name] = load_policy(path, dataset=dataset, embedding_model=model, dimension=dimension,
-                                         bound_to=bound_to)
+            if _has_trained_retriever(path):
+                from seeder_dgl.inference import load_trained_retriever
+
+                loaded = load_trained_retriever(path.parent, info, checkpoint=path.name)
+                policies[name], trained[name] = loaded.policy, loaded.settings
+            else:
+                policies[name] = load_policy(path, dataset=info.name, embedding_model=info.model,
+                                             dimension=info.dimension, bound_to=info.bound_to(uses_prior))
         except Exception as exc:  # a stale ablation checkpoint must not stop the whole evaluation
             if name in explicit:
                 raise
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             notes.append(f"skipped {name} ({path}): {type(exc).__name__}: {text}")
-    return policies, notes
+    return policies, trained, notes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,18 +342,20 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
 
     with open_driver() as driver:
         graph, query_emb, export = _load_graph(driver, ds, queries, progress, console)
-        # SeedER's policy learned on subgraphs grown with the profile's prior: then it must be there.
+        # A SeedER policy without its trained retriever learned on subgraphs grown with the profile's
+        # prior: then the record's must be there (one with it brings its own).
         settings = with_relation_prior(settings, graph, ds.retrieval.relation_prior,
-                                       required=any(n.startswith(SEEDER) for n in plan.names))
-        _link_names(graph, settings, queries, query_emb, progress)
+                                       required=any(not _has_trained_retriever(p) for p in plan.checkpoints.values()))
         if split != "train" or qa_file:
             typed.mark_wording(graph, queries, _training_questions(dataset, source))
         info = graph.info
-        policies, skipped = _load_policies(plan, dataset, info.model, info.dimension, explicit,
-                                           info.bound_to(settings.relation_prior is not None))
+        policies, trained, skipped = _load_policies(plan, info, explicit, settings.relation_prior is not None)
         _notes(console, skipped)
-        expansions, why = (_reusable_subgraphs(ds, split, qa_file, settings, queries) if policies else ({}, ""))
-        chosen, method_info = _build_methods(plan, graph, settings, policies, expansions, why, queries)
+        every_settings = [settings, *trained.values()]
+        _link_names(graph, every_settings, queries, query_emb, progress)
+        per_method = {name: trained.get(name, settings) for name in policies}
+        chosen, method_info = _build_methods(plan, graph, settings, policies, per_method,
+                                             _reusable(ds, split, qa_file, per_method, queries), queries)
         command = _command_line(dataset, split, qa_file, methods, k, limit, checkpoint, sweep, source,
                                 depth if depth != max(k, settings.budget) else None, sample, ds.profile)
         meta = {"dataset": dataset, "split": questions.label, "profile": ds.profile, "seeding": settings.seeding,
@@ -351,8 +369,8 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
         out_dir = Path(out) if out else default_results_dir(dataset, f"eval-{dataset}-{questions.label}{suffix}")
         title = f"{dataset} {questions.label}"
         if kinds:
-            _add_typed(result, kinds, graph, chosen, policies, queries, settings, k, depth, method_info, out_dir,
-                       title, progress, console, diagnose)
+            _add_typed(result, kinds, graph, chosen, policies, queries, every_settings, k, depth, method_info,
+                       out_dir, title, progress, console, diagnose)
 
     if sweep:
         _add_sweep(result, graph, queries, query_emb, settings, out_dir, title, sweep_budgets, sweep_queries, console)
@@ -385,8 +403,8 @@ def _perturbations(perturb) -> list[str]:
 
 
 def _add_typed(result: EvalResult, kinds: list[str], graph: MemoryGraph, chosen: dict, policies: dict,
-               queries: Sequence[Query], settings: RetrievalSettings, k: int, depth: int, method_info: dict,
-               out_dir: Path, title: str, progress: bool, console, diagnose: bool) -> None:
+               queries: Sequence[Query], settings: Sequence[RetrievalSettings], k: int, depth: int,
+               method_info: dict, out_dir: Path, title: str, progress: bool, console, diagnose: bool) -> None:
     """Every method again on the questions typed as each of ``kinds``; the table beside the written
     ones in ``typed.{json,md}`` and in ``result.meta['typed']``."""
     encoder = dataset_encoder(graph.info.model)
@@ -448,12 +466,16 @@ def _load_graph(driver, ds: DatasetContext, queries: Sequence[Query], progress: 
     return MemoryGraph.from_export(export, live), query_emb, export
 
 
-def _link_names(graph: MemoryGraph, settings: RetrievalSettings, queries: Sequence[Query], query_emb: np.ndarray,
-                progress: bool) -> None:
-    """Full-text or hybrid seeding: each question's candidates read from Neo4j now, once for all methods."""
-    if settings.seeding != "dense":
-        words = (settings.linker or EntityLinker.default()).name_query
-        graph.link_names([q.text for q in queries], query_emb, words=words, progress=progress)
+def _link_names(graph: MemoryGraph, settings: Sequence[RetrievalSettings], queries: Sequence[Query],
+                query_emb: np.ndarray, progress: bool) -> None:
+    """Full-text or hybrid seeding: each question's candidates read from Neo4j now, once for all
+    methods that put the question to the name index alike (``settings``: theirs)."""
+    read = set()
+    for one in settings:
+        words = (one.linker or EntityLinker.default()).name_query
+        if one.seeding != "dense" and words not in read:
+            read.add(words)
+            graph.link_names([q.text for q in queries], query_emb, words=words, progress=progress)
 
 
 def _graph_size(graph: MemoryGraph, export) -> dict:
@@ -471,19 +493,35 @@ def _reusable_subgraphs(ds: DatasetContext, split: str, qa_file, settings: Retri
     return {q.text: by_id[int(q.id)] for q in queries if int(q.id) in by_id}, why
 
 
+def _reusable(ds: DatasetContext, split: str, qa_file, per_method: dict[str, RetrievalSettings],
+              queries: Sequence[Query]) -> dict[str, tuple[dict[str, QuerySubgraph], str]]:
+    """``_reusable_subgraphs`` of each SeedER method's settings, the cache read once per settings."""
+    read: dict[str, tuple[dict[str, QuerySubgraph], str]] = {}
+    out = {}
+    for name, settings in per_method.items():
+        key = repr(sorted(settings.describe().items()))
+        if key not in read:
+            read[key] = _reusable_subgraphs(ds, split, qa_file, settings, queries)
+        out[name] = read[key]
+    return out
+
+
 def _build_methods(plan: MethodPlan, graph: MemoryGraph, settings: RetrievalSettings, policies: dict,
-                   expansions: dict[str, QuerySubgraph], why: str, queries: Sequence[Query]
-                   ) -> tuple[dict[str, GraphRetriever], dict[str, dict]]:
-    """Every planned method on ``graph`` (in table order), and how each is configured."""
+                   per_method: dict[str, RetrievalSettings], reusable: dict[str, tuple[dict[str, QuerySubgraph], str]],
+                   queries: Sequence[Query]) -> tuple[dict[str, GraphRetriever], dict[str, dict]]:
+    """Every planned method on ``graph`` (in table order), and how each is configured: the baselines
+    with ``settings``, each SeedER policy with its own (``per_method``) and the subgraphs ``extract``
+    cached with them (``reusable``)."""
     chosen, info = build_baselines(graph, [n for n in plan.names if n in BASELINES], settings)
-    covered = sum(1 for q in queries if q.text in expansions)
-    note = (f"subgraphs: {covered} of {len(queries)} from the extract cache (latency excludes their "
-            f"K-hop extraction), the rest K-hop in memory" if covered else
-            f"subgraphs: K-hop in memory, timed with the ranking ({why})")
     for name, policy in policies.items():
-        chosen[name] = PolicyRetriever(graph, settings, policy=policy, expansions=expansions)
-        info[name] = {"checkpoint": str(plan.checkpoints[name]), "seeds": settings.seeds,
-                      "budgets": list(settings.budgets), "cached_subgraphs": covered, "note": note}
+        mine, (expansions, why) = per_method[name], reusable[name]
+        covered = sum(1 for q in queries if q.text in expansions)
+        note = (f"subgraphs: {covered} of {len(queries)} from the extract cache (latency excludes their "
+                f"K-hop extraction), the rest K-hop in memory" if covered else
+                f"subgraphs: K-hop in memory, timed with the ranking ({why})")
+        chosen[name] = PolicyRetriever(graph, mine, policy=policy, expansions=expansions)
+        info[name] = {"checkpoint": str(plan.checkpoints[name]), "seeds": mine.seeds,
+                      "budgets": list(mine.budgets), "cached_subgraphs": covered, "note": note}
     return {n: chosen[n] for n in plan.names if n in chosen}, info
 
 

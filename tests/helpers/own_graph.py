@@ -125,6 +125,14 @@ def write_questions(graph: OwnGraph, folder: Path, fmt: str = "csv") -> Path:
     return path
 
 
+def graph_folder(folder: Path, seed: int = 0, people: int = 80) -> OwnGraph:
+    """``company_graph(seed, people)`` written into ``folder`` as a triples file and its questions."""
+    graph = company_graph(seed=seed, people=people)
+    write_triples(graph, folder)
+    write_questions(graph, folder)
+    return graph
+
+
 @contextlib.contextmanager
 def ingested_graph(neo4j_target, root: Path, name: str, graph: OwnGraph, fmt: str = "csv"):
     """``graph`` written as node/edge tables under ``root`` and ingested as ``name`` on the test
