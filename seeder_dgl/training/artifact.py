@@ -96,11 +96,11 @@ class TrainedRetriever:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise CheckpointError(f"{path} is not a seeder-dgl trained retriever: train again "
                                   "(`seeder-dgl train <dataset>`)")
-        if int(data.get("format_version", 0)) > FORMAT_VERSION:
-            raise CheckpointError(f"{path} has format version {data['format_version']}, newer than this seeder-dgl "
-                                  f"reads ({FORMAT_VERSION}): upgrade seeder-dgl")
         fields = {f.name for f in dataclasses.fields(cls)}
         try:
+            if int(data.get("format_version", 0)) > FORMAT_VERSION:
+                raise CheckpointError(f"{path} has format version {data['format_version']}, newer than this "
+                                      f"seeder-dgl reads ({FORMAT_VERSION}): upgrade seeder-dgl")
             out = cls(**{k: v for k, v in data.items() if k in fields})
             return dataclasses.replace(out, seeds=int(out.seeds), dimension=int(out.dimension),
                                        budgets=tuple(int(b) for b in out.budgets),

@@ -134,6 +134,7 @@ def test_a_damaged_or_newer_file_is_a_one_line_error(tmp_path):
                        (json.dumps({**good, "format_version": FORMAT_VERSION + 1}), "upgrade seeder-dgl"),
                        (json.dumps({k: v for k, v in good.items() if k != "seeds"}), "is damaged"),
                        (json.dumps({**good, "budgets": ["x"]}), "is damaged"),
+                       (json.dumps({**good, "format_version": "x"}), "is damaged"),
                        (json.dumps({"format": "something else"}), "not a seeder-dgl trained retriever")):
         path.write_text(text)
         with pytest.raises(CheckpointError) as exc:
