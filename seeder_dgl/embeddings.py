@@ -27,7 +27,7 @@ from seeder_dgl.datasets import resolve_model
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.async_reads import run_blocking
 from seeder_dgl.paths import project_root
-from seeder_dgl.settings import settings
+from seeder_dgl.settings import check_backend, settings
 
 CHUNK = 4096
 """Texts encoded between two cache writes: the most work an interruption can lose."""
@@ -62,15 +62,16 @@ def default_cache_dir() -> Path:
 
 def dataset_encoder(model: str | None) -> "TextEncoder":
     """The ``TextEncoder`` of a dataset's ``model`` (its record's name; None: the default), one per
-    model and cache folder in a process, so a query session loads the model once."""
-    key = (resolve_model(model), str(default_cache_dir()))
+    model, cache folder and question backend (``SEEDER_ENCODER_BACKEND``) in a process, so a query
+    session loads the model once."""
+    key = (resolve_model(model), str(default_cache_dir()), settings().encoder_backend)
     with _SHARED_LOCK:
         if key not in _SHARED:
-            _SHARED[key] = TextEncoder(key[0])
+            _SHARED[key] = TextEncoder(key[0], backend=key[2])
         return _SHARED[key]
 
 
-_SHARED: dict[tuple[str | None, str], "TextEncoder"] = {}
+_SHARED: dict[tuple[str | None, str, str], "TextEncoder"] = {}
 _SHARED_LOCK = threading.Lock()
 
 
@@ -176,9 +177,13 @@ class TextEncoder:
     """
 
     def __init__(self, model: str | os.PathLike | None = None, cache_dir: str | os.PathLike | bool | None = None,
-                 device: str | None = None, max_seq_length: int | None = None):
+                 device: str | None = None, max_seq_length: int | None = None, backend: str | None = None):
         self.model_name = str(model) if model is not None else str(default_model_path())
         self.device = device
+        #: What embeds questions (``encode_queries``, ``encode_query_tokens``): 'torch' or 'onnx'
+        #: (``SEEDER_ENCODER_BACKEND``, ``seeder_dgl.onnx_queries``).
+        self.backend = check_backend(backend if backend is not None else settings().encoder_backend)
+        self._onnx = None
         self.max_seq_length = max_seq_length
         self.identity = model_identity(self.model_name)
         if max_seq_length is not None:
@@ -247,6 +252,24 @@ class TextEncoder:
             self._cache = _ShardCache(self.cache_folder)
         return self._cache
 
+    @property
+    def onnx(self):
+        """The ONNX Runtime copy of the model that embeds questions (``backend='onnx'``; built on first use)."""
+        if self._onnx is None:
+            from seeder_dgl.onnx_queries import OnnxQueries  # the optional onnx extra
+
+            import torch
+
+            folder = (self.cache_folder.parent if self.cache_folder is not None else default_cache_dir()) / "onnx"
+            self._onnx = OnnxQueries(self.model, folder, self.identity, threads=torch.get_num_threads())
+        return self._onnx
+
+    def _encode_questions(self, texts: list[str], batch_size: int) -> np.ndarray:
+        if self.backend == "onnx":
+            return _unit(np.concatenate([self.onnx.encode(texts[lo:lo + batch_size])[0]
+                                         for lo in range(0, len(texts), batch_size)]))
+        return self._encode_model(texts, batch_size)
+
     def _encode_model(self, texts: list[str], batch_size: int) -> np.ndarray:
         vectors = self.model.encode(texts, batch_size=batch_size, show_progress_bar=False,
                                     convert_to_numpy=True, normalize_embeddings=True)
@@ -311,7 +334,7 @@ class TextEncoder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         # run_blocking: under Retriever.aretrieve the model's pass runs on the CPU pool, off the event loop.
-        rows = self._queries.get_many(texts, lambda missing: run_blocking(self._encode_model, missing, batch_size))
+        rows = self._queries.get_many(texts, lambda missing: run_blocking(self._encode_questions, missing, batch_size))
         return np.stack(rows).astype(np.float32, copy=False)
 
     def encode_query_tokens(self, texts: Sequence[str], batch_size: int = 64
@@ -324,6 +347,11 @@ class TextEncoder:
         texts = [str(t) for t in texts]
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32), [], []
+        if self.backend == "onnx":
+            parts = [run_blocking(self.onnx.encode, texts[lo:lo + batch_size]) for lo in range(0, len(texts), batch_size)]
+            sentences = _unit(np.concatenate([p[0] for p in parts]))
+            return sentences, [t for p in parts for t in p[1]], self._token_spans(texts, [len(t) for p in parts
+                                                                                           for t in p[1]])
         rows = run_blocking(self.model.encode, texts, batch_size=batch_size, show_progress_bar=False,
                             output_value=None)
         sentences, tokens = [], []

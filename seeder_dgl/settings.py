@@ -40,6 +40,8 @@ from seeder_dgl.errors import SeederError
 
 KHOP_ENGINES = ("auto", "procedure", "cypher")
 """The values of ``SEEDER_KHOP`` (and of ``LiveGraph(khop=...)``)."""
+ENCODER_BACKENDS = ("torch", "onnx")
+"""The values of ``SEEDER_ENCODER_BACKEND`` (and of ``TextEncoder(backend=...)``)."""
 
 
 def _var(name: str, **kwargs):
@@ -99,6 +101,10 @@ class Settings:
     hop_partitions: int = _var("SEEDER_HOP_PARTITIONS", default=2)
     """``SEEDER_HOP_PARTITIONS``: concurrent Cypher queries per K-hop hop after the first (at least 1).
     Default 2."""
+    encoder_backend: str = _var("SEEDER_ENCODER_BACKEND", default="torch")
+    """``SEEDER_ENCODER_BACKEND``: what embeds questions at query time, one of ``ENCODER_BACKENDS``:
+    sentence-transformers on torch, or the same model exported to ONNX Runtime (the ``onnx`` extra;
+    ``seeder_dgl.onnx_queries``). Node texts are always embedded with torch. Default ``torch``."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> "Settings":
@@ -129,6 +135,7 @@ class Settings:
             neo4j_tx_memory=_size(environ, "SEEDER_NEO4J_TX_MEMORY"),
             khop=check_khop(environ.get("SEEDER_KHOP", default.khop)),
             hop_partitions=_hop_partitions(environ.get("SEEDER_HOP_PARTITIONS", str(default.hop_partitions))),
+            encoder_backend=check_backend(environ.get("SEEDER_ENCODER_BACKEND", default.encoder_backend)),
         )
 
 
@@ -169,6 +176,14 @@ def check_khop(raw: str) -> str:
     if setting not in KHOP_ENGINES:
         raise SeederError(f"SEEDER_KHOP must be one of {', '.join(KHOP_ENGINES)}, not {raw!r}")
     return setting
+
+
+def check_backend(raw: str) -> str:
+    """``raw`` as one of ``ENCODER_BACKENDS`` (any case, spaces around), else a one-line SeederError."""
+    value = str(raw).strip().lower()
+    if value not in ENCODER_BACKENDS:
+        raise SeederError(f"SEEDER_ENCODER_BACKEND must be one of {', '.join(ENCODER_BACKENDS)}, not {raw!r}")
+    return value
 
 
 _CURRENT: tuple[tuple[str | None, ...], Settings] | None = None

@@ -34,6 +34,7 @@ SAMPLES = {
     "SEEDER_NEO4J_TX_MEMORY": ("256m", "256m"),
     "SEEDER_KHOP": (" Cypher ", "cypher"),
     "SEEDER_HOP_PARTITIONS": ("3", 3),
+    "SEEDER_ENCODER_BACKEND": (" ONNX ", "onnx"),
 }
 
 

@@ -1,0 +1,99 @@
+"""Questions embedded by ONNX Runtime (``SEEDER_ENCODER_BACKEND=onnx``): the torch model's numbers,
+the export cached once per model, and one-line errors where it cannot serve."""
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from seeder_dgl.embeddings import TextEncoder
+from seeder_dgl.errors import SeederError
+from seeder_dgl.onnx_queries import OnnxQueries, _pipeline
+from seeder_dgl.settings import Settings
+
+QUESTIONS = ["what movies did Tom Hanks act in", "who directed the films written by X?", "hi",
+             "which films share the director of the film that Jean-Luc Godard wrote, and in what year"]
+
+
+@pytest.fixture(scope="module")
+def encoders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cache")
+    return TextEncoder(cache_dir=root, backend="torch"), TextEncoder(cache_dir=root, backend="onnx"), root
+
+
+def test_questions_and_their_tokens_equal_the_torch_models(encoders):
+    torch_encoder, onnx_encoder, root = encoders
+    np.testing.assert_allclose(onnx_encoder.encode_queries(QUESTIONS), torch_encoder.encode_queries(QUESTIONS),
+                               atol=1e-5)
+    s_torch, t_torch, spans_torch = torch_encoder.encode_query_tokens(QUESTIONS, batch_size=3)
+    s_onnx, t_onnx, spans_onnx = onnx_encoder.encode_query_tokens(QUESTIONS, batch_size=3)
+    np.testing.assert_allclose(s_onnx, s_torch, atol=1e-5)
+    assert [t.shape for t in t_onnx] == [t.shape for t in t_torch]  # padding left out, as torch's
+    for a, b in zip(t_onnx, t_torch):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+    for a, b in zip(spans_onnx, spans_torch):
+        np.testing.assert_array_equal(a, b)
+    assert onnx_encoder.encode_queries([]).shape == (0, 384)
+    assert len(list((root / "onnx").glob("*.onnx"))) == 1
+
+
+def test_the_export_is_reused_and_a_damaged_one_replaced(encoders, monkeypatch):
+    torch_encoder, _, root = encoders
+    (path,) = (root / "onnx").glob("*.onnx")
+    import seeder_dgl.onnx_queries as module
+
+    def no_export(*args):
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(module, "_export", no_export)
+    OnnxQueries(torch_encoder.model, root / "onnx", torch_encoder.identity)  # the cached file serves
+    monkeypatch.undo()
+    path.write_bytes(b"not an onnx graph")
+    again = OnnxQueries(torch_encoder.model, root / "onnx", torch_encoder.identity)
+    np.testing.assert_allclose(again.encode(["hi"])[0], torch_encoder.encode_queries(["hi"]), atol=1e-5)
+    assert path.stat().st_size > 1_000_000
+
+
+def _modules(*kinds, mode="mean"):
+    made = [type(kind, (), {})() for kind in kinds]
+    for m in made:
+        if type(m).__name__ == "Pooling":
+            m.pooling_mode = mode
+    return made
+
+
+def test_only_pipelines_it_can_reproduce_are_taken():
+    assert _pipeline(_modules("Transformer", "Pooling", "Normalize")) == ("mean", True)
+    assert _pipeline(_modules("Transformer", "Pooling", mode="cls")) == ("cls", False)
+    for modules in (_modules("Transformer", "Pooling", mode="max"), _modules("Transformer", "Pooling", "Dense"),
+                    _modules("Transformer")):
+        with pytest.raises(SeederError, match="unset it") as err:
+            _pipeline(modules)
+        assert "\n" not in str(err.value)
+
+
+def test_without_onnx_runtime_a_one_line_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(SeederError, match=r"pip install 'seeder-dgl\[onnx\]'"):
+        OnnxQueries(SimpleNamespace(), tmp_path, "model")
+
+
+def test_the_setting_is_read_and_checked():
+    assert Settings.from_env({}).encoder_backend == "torch"
+    assert Settings.from_env({"SEEDER_ENCODER_BACKEND": " ONNX "}).encoder_backend == "onnx"
+    with pytest.raises(SeederError, match="SEEDER_ENCODER_BACKEND must be one of torch, onnx"):
+        Settings.from_env({"SEEDER_ENCODER_BACKEND": "tensorrt"})
+    with pytest.raises(SeederError, match="SEEDER_ENCODER_BACKEND"):
+        TextEncoder(backend="gpu")
+
+
+def test_a_dataset_encoder_follows_the_setting(monkeypatch, tmp_path):
+    from seeder_dgl.embeddings import dataset_encoder
+
+    monkeypatch.setenv("SEEDER_CACHE", str(tmp_path))
+    monkeypatch.setenv("SEEDER_ENCODER_BACKEND", "onnx")
+    assert dataset_encoder(None).backend == "onnx"
+    monkeypatch.setenv("SEEDER_ENCODER_BACKEND", "torch")
+    assert dataset_encoder(None).backend == "torch"
