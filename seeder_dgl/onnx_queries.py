@@ -50,6 +50,8 @@ class OnnxQueries:
         path = folder / f"{hashlib.sha1(identity.encode()).hexdigest()[:16]}.onnx"
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = max(int(threads), 1), 1
+        # Idle threads sleep instead of spinning: they share the cores with Neo4j and the policy.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if path.is_file():
             try:
                 self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
