@@ -25,7 +25,7 @@ from seeder_dgl.graphstore import lease
 from seeder_dgl.graphstore.connection import open_driver
 from seeder_dgl.graphstore.export import export_graph
 from seeder_dgl.graphstore.live import LiveGraph
-from seeder_dgl.retrieval.extract import ensure_linking
+from seeder_dgl.retrieval.extract import LinkerFit, ensure_linking
 from seeder_dgl.retrieval.pipeline import MemoryGraph
 
 MIN_PRIOR_QUESTIONS = 100
@@ -85,11 +85,10 @@ def _fit_linking(driver, graph, qa, console):
         return None, None
     # Linked as the profile tune stores will link (``tuned_settings`` keeps the defaults' linking),
     # so that extract finds this linker fitted its way and does not fit it again.
-    linking = RetrievalDefaults()
     try:
         learned = ensure_linking(driver, graph, train, dataset_encoder(graph.info.model),
-                                 CANDIDATES[-1].retrieval, with_prior=False, refit=True,
-                                 typed=linking.typed_questions > 0, partial_names=linking.partial_names)
+                                 CANDIDATES[-1].retrieval, with_prior=False, fit=LinkerFit.of(RetrievalDefaults()),
+                                 refit=True)
     except SeederError as exc:  # too few topics within reach of an answer: hand-set linking
         console.print(f"[yellow]note:[/] no learned entity linking: {exc}")
         return None, None

@@ -8,7 +8,7 @@ that is not on disk; a run with other settings refuses to mix with the cache it 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from loaders.kg import Query
 from loaders.perturb import PARTIAL_NAMES_MIX, TYPED_MIX, typed_variant
-from seeder_dgl.datasets import DatasetContext, get_spec
+from seeder_dgl.datasets import DatasetContext, RetrievalDefaults, get_spec
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore import lease
@@ -177,38 +177,59 @@ def load_fold_priors(path: Path, prior: RelationPrior | None, encoder, relation_
     return found
 
 
+@dataclass(frozen=True)
+class LinkerFit:
+    """How a retrieval profile has the entity linker fitted and its training questions typed. One
+    reading of the profile for ``extract`` and ``tune``: a linker ``tune`` stores is then one that
+    ``extract`` finds fitted its way, and does not fit again."""
+
+    typed: bool
+    """Fitted on a typed variant of each training question too (``retrieval.link_training``)."""
+    partial_names: bool
+    """Names also linked by their last word; the typed variants then name people by their surname."""
+
+    @classmethod
+    def of(cls, profile: RetrievalDefaults) -> "LinkerFit":
+        return cls(typed=profile.typed_questions > 0, partial_names=profile.partial_names)
+
+    @property
+    def mix(self):
+        """The ``loaders.perturb`` mix the training questions are typed with."""
+        return PARTIAL_NAMES_MIX if self.partial_names else TYPED_MIX
+
+
 def ensure_linking(driver, graph, queries: list[Query], encoder, settings: RetrievalSettings, *, with_prior: bool,
-                   refit: bool = False, typed: bool = True, max_questions: int = 5000,
-                   progress: bool = True, folds: int = 0, fold_file: Path | None = None,
-                   partial_names: bool = False) -> RetrievalSettings:
+                   fit: LinkerFit, refit: bool = False, max_questions: int = 5000,
+                   progress: bool = True, folds: int = 0, fold_file: Path | None = None) -> RetrievalSettings:
     """``settings`` with the dataset's entity linker and (``with_prior``: K-hop follows it) relation
-    prior: the ones stored in its record, else (or with ``refit``) both fitted on up to
-    ``max_questions`` of the training ``queries`` (with a typed variant of each where ``typed``:
-    ``retrieval.link_training``) and stored there for every later command.
+    prior: the ones stored in its record, else (or with ``refit``) both fitted the profile's way
+    (``fit``) on up to ``max_questions`` of the training ``queries`` and stored there for every
+    later command.
 
     ``graph`` is a ``MemoryGraph`` exported from the live dataset (the path labels walk its arrays).
 
     With ``folds`` > 1 (and ``with_prior``) the prior is also cross-fitted by wording into
     ``fold_file`` (``FoldPriors``); a stored prior without fold priors of its own is fitted again.
-    ``partial_names``: link names by their last word too; a stored linker fitted otherwise is fitted again.
+    A stored linker that links names otherwise than ``fit.partial_names`` is fitted again.
     """
 
     prior = None if refit else stored_relation_prior(graph)
     linker = None if refit else stored_linker(graph, prior)  # one prior object: one template cache
     folds = folds if with_prior and fold_file is not None else 0
-    if linker is not None and linker.partial_names != partial_names:
+    if linker is not None and linker.partial_names != fit.partial_names:
         linker = None  # the profile links names otherwise: fit again
     if linker is not None and (prior is not None or not with_prior):
         if folds < 2 or load_fold_priors(fold_file, prior, encoder, graph.info.relation_types) is not None:
             return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
     lease.check_free(driver, graph.info.name, "extract --refit-prior", default_database())
-    fit = fit_linking(graph, queries, lambda texts: encoder.encode(texts, show_progress=False),
-                      encode_tokens=encoder.encode_query_tokens, hops=max(len(settings.budgets), FIT_HOPS), require_prior=with_prior, typed=typed,
-                      max_questions=max_questions, progress=progress, folds=folds, partial_names=partial_names)
-    if fit.fold_priors is not None:
-        atomic_write_text(fold_file, fit.fold_priors.to_json())  # before the record: never a record without its folds
-    linker_text = fit.linker.to_json()
-    prior_text = fit.prior.to_json() if fit.prior is not None else None
+    fitted = fit_linking(graph, queries, lambda texts: encoder.encode(texts, show_progress=False),
+                         encode_tokens=encoder.encode_query_tokens, hops=max(len(settings.budgets), FIT_HOPS),
+                         require_prior=with_prior, typed=fit.typed, max_questions=max_questions, progress=progress,
+                         folds=folds, partial_names=fit.partial_names)
+    if fitted.fold_priors is not None:
+        atomic_write_text(fold_file, fitted.fold_priors.to_json())  # before the record: never a record without its folds
+    linker_text = fitted.linker.to_json()
+    prior_text = fitted.prior.to_json() if fitted.prior is not None else None
     lease.write_record(driver, graph.info.name, "extract --refit-prior", "dataset/set_linking",
                        "storing the entity linker and relation prior", default_database(), linker=linker_text,
                        prior=prior_text)
@@ -271,8 +292,7 @@ def extract_dataset(dataset: str, *, splits: list[str], source: str | None = Non
                 else:
                     fold_priors = None  # too few wordings to cross-fit: the full prior
             if typed:
-                queries = typed_queries(graph, queries, typed,
-                                        mix=PARTIAL_NAMES_MIX if defaults.partial_names else TYPED_MIX)
+                queries = typed_queries(graph, queries, typed, mix=LinkerFit.of(defaults).mix)
             embs = encoder.encode([q.text for q in queries], show_progress=False)
             folder = ds.subgraph_dir(name)
             summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite, typed=typed,
@@ -294,9 +314,9 @@ def linking_settings(driver, graph, ds, qa, encoder, settings: RetrievalSettings
         return with_relation_prior(settings, graph, False)
     memory = graph if isinstance(graph, MemoryGraph) else MemoryGraph.from_export(
         export_graph(driver, ds.name, ds.export_dir), graph)
-    settings = ensure_linking(driver, memory, qa.split("train"), encoder, settings, with_prior=wanted, refit=refit,
-                              typed=ds.retrieval.typed_questions > 0, folds=ds.retrieval.prior_folds,
-                              fold_file=ds.cache_dir / FOLD_FILE, partial_names=ds.retrieval.partial_names)
+    settings = ensure_linking(driver, memory, qa.split("train"), encoder, settings, with_prior=wanted,
+                              fit=LinkerFit.of(ds.retrieval), refit=refit, folds=ds.retrieval.prior_folds,
+                              fold_file=ds.cache_dir / FOLD_FILE)
     linker = settings.linker
     console.print(f"entity linker (the dataset record's, fitted on {linker.stats.get('questions', '?')} training "
                   f"questions and {linker.stats.get('typed_variants', 0)} typed variants; topic among its "

@@ -40,7 +40,7 @@ import tempfile
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -52,6 +52,7 @@ from seeder_dgl.errors import SeederError
 TIMEOUT = datetime.timedelta(minutes=30)
 """How long a rank waits in a collective: rank 0 may be validating or writing checkpoints."""
 TRAIN, VALIDATE, STOP = 1, 2, 0
+T = TypeVar("T")
 
 
 def shard(index: Sequence[int] | np.ndarray, rank: int, world: int, cost: np.ndarray | None = None) -> np.ndarray:
@@ -141,11 +142,8 @@ class Group:
         if not self.parallel:
             return module
         device_ids = [self.device.index] if self.device is not None and self.device.type == "cuda" else None
-        wrapped: list[torch.nn.Module] = []
-        self._guard(lambda: wrapped.append(DistributedDataParallel(
-            module, device_ids=device_ids, gradient_as_bucket_view=True,
-            find_unused_parameters=FIND_UNUSED_PARAMETERS)))
-        return wrapped[0]
+        return self._guard(lambda: DistributedDataParallel(
+            module, device_ids=device_ids, gradient_as_bucket_view=True, find_unused_parameters=FIND_UNUSED_PARAMETERS))
 
     def backward(self, loss: torch.Tensor) -> None:
         """``loss.backward()``; with DDP it waits for the gradients' all-reduce (a dead peer: one line)."""
@@ -194,9 +192,10 @@ class Group:
         return code, epoch, self.broadcast(buf).numpy()
 
     # -- lifetime ------------------------------------------------------------------------------
-    def _guard(self, call: Callable[[], object]) -> None:
+    def _guard(self, call: Callable[[], T]) -> T:
+        """``call()``'s result; a peer's death (a closed connection, a timeout) as one line."""
         try:
-            call()
+            return call()
         except RuntimeError as exc:  # a peer died: a closed connection or a timeout
             raise SeederError(self._failure(exc)) from exc
 

@@ -75,6 +75,18 @@ def read_resumable(path: Path, cfg: TrainConfig, dimension: int, num_relations: 
     return state
 
 
+def resume_state(out_dir: Path, resume: bool, cfg: TrainConfig, dimension: int, num_relations: int,
+                 fingerprint: str, console) -> dict | None:
+    """What ``train(resume=...)`` continues from: ``out_dir/last.pt`` (checked by ``read_resumable``)
+    when asked to resume and it exists, else None (a fresh run; said on ``console`` when a resume
+    was asked for, so a mistyped folder does not pass unnoticed)."""
+    if resume and (out_dir / "last.pt").exists():
+        return read_resumable(out_dir / "last.pt", cfg, dimension, num_relations, fingerprint)
+    if resume:
+        console.print(f"[yellow]nothing to resume in {out_dir} (no last.pt): starting a fresh run")
+    return None
+
+
 @dataclass
 class LoopState:
     """Everything the loop changes as it runs, and that ``last.pt`` carries to a resumed run."""

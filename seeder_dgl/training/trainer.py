@@ -1,5 +1,6 @@
-"""The SeedER training loop, cleanrl-style: one function, read top to bottom (``train``, step 4 is the
-loop: batch → M sampled rollouts → L = L_RL + λ·L_rank → optimiser step → log).
+"""The SeedER training loop, cleanrl-style: ``train`` reads top to bottom in one screen (step 4 is the
+loop: batch → M sampled rollouts → L = L_RL + λ·L_rank → optimiser step → log); the named pieces it
+calls are defined above it.
 
     result = train(cfg, train_records, train_q, val_records, val_q, node_emb, num_relations, out_dir)
 
@@ -36,9 +37,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -59,7 +61,7 @@ from seeder_dgl.training.checkpoint import (FeatureRows, Preprocessing, build_po
 from seeder_dgl.training.config import TrainConfig
 from seeder_dgl.training.ranking import EVAL_BATCH_SIZE, rank_subgraphs
 from seeder_dgl.training.rollout import training_objective
-from seeder_dgl.training.run_state import LoopState, RunWriter, data_fingerprint, read_resumable
+from seeder_dgl.training.run_state import LoopState, RunWriter, data_fingerprint, resume_state
 
 SELECTION_METRIC = "mrr"
 TIE_BREAK = ("recall@20", 1e-3)
@@ -293,6 +295,273 @@ def check_inputs(train_records, train_query_emb, val_records, val_query_emb, dim
     return [train_records[i] for i in keep], np.asarray(train_query_emb, np.float32)[keep]
 
 
+def relation_names(relation_types: Sequence[str] | None, num_relations: int) -> list[str]:
+    """The training relation vocabulary's names (placeholders where none were given): written into
+    the checkpoint, so their number must be ``num_relations``."""
+    names = list(relation_types) if relation_types is not None else [f"relation_{i}" for i in range(num_relations)]
+    if len(names) != num_relations:
+        raise ValueError(f"{len(names)} relation types for num_relations={num_relations}")
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# Set-up: seeding, message passing, features, the policy and its optimiser
+# ---------------------------------------------------------------------------------------------
+@contextmanager
+def deterministic_on_cpu(device: torch.device) -> Iterator[None]:
+    """Deterministic kernels for a CPU run's duration (same seed, same weights), then the caller's
+    setting back: ``train`` is called from tests and notebooks that have their own."""
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    if device.type == "cpu":
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+def training_ops(cfg: TrainConfig, device: torch.device, console: Console) -> tuple[MessagePassingOps, int]:
+    """The message passing and the number of training processes (several only on the CPU: GPUs
+    take one process each, started by torchrun)."""
+    ops = select_ops(device, cfg.ops)
+    workers = cfg.workers if device.type == "cpu" else 1
+    if workers > 1 and ops.name == "dgl":
+        # DGL's OpenMP runtime does not survive a fork: a forked process whose parent had run DGL
+        # kernels can hang in its first one. The pure-torch ops compute the same thing.
+        ops = TorchOps()
+        console.print(f"{workers} training processes: message passing with the pure-torch ops "
+                      "(DGL's OpenMP runtime is not safe in forked processes)")
+    return ops, workers
+
+
+@dataclass
+class Features:
+    """The policy's inputs, computed once per run so every epoch (and every forked worker) shares
+    them: the preprocessing, the node feature rows of all subgraphs, the preprocessed queries."""
+
+    prep: Preprocessing
+    rows: FeatureRows
+    train_q: np.ndarray
+    val_q: np.ndarray
+    in_dim: int
+
+
+def fit_features(cfg: TrainConfig, state: dict | None, node_emb: np.ndarray, node_types: np.ndarray | None,
+                 node_type_names: Sequence[str] | None, num_relations: int, train_records: Sequence[QuerySubgraph],
+                 train_query_emb: np.ndarray, val_records: Sequence[QuerySubgraph],
+                 val_query_emb: np.ndarray) -> Features:
+    """PCA fitted once on the node embeddings (a resumed run takes its checkpoint's, so its inputs
+    do not move), applied to the nodes of every subgraph and to the queries."""
+    if cfg.node_types and node_type_names is None:
+        node_types, node_type_names = np.full(int(node_emb.shape[0]), -1, np.int64), []
+    prep = (Preprocessing.from_state(state) if state is not None
+            else Preprocessing.fit(node_emb, cfg.pca_dim, num_relations,
+                                   list(node_type_names) if cfg.node_types else None))
+    type_table = prep.type_table(node_types, node_type_names) if prep.node_type_names is not None else None
+    rows = prep.node_rows(node_emb, list(train_records) + list(val_records), node_types=type_table)
+    train_q, val_q = prep.features(train_query_emb), prep.features(np.asarray(val_query_emb, np.float32))
+    return Features(prep, rows, train_q, val_q, prep.in_dim or int(node_emb.shape[1]))
+
+
+def build_loop(cfg: TrainConfig, features: Features, num_relations: int, relation_emb: np.ndarray | None,
+               device: torch.device, steps_per_epoch: int, state: dict | None) -> LoopState:
+    """The policy, AdamW with the warm-up + cosine schedule (stepped per batch) and the run's two
+    generators: what the loop changes and ``last.pt`` carries (``LoopState``), restored from
+    ``state`` when resuming."""
+    if cfg.relation_text and relation_emb is None:
+        raise SeederError("relation_text is set but no relation-name embeddings were given")
+    relation_text = relation_text_table(relation_emb, num_relations) if cfg.relation_text else None
+    policy = build_policy(cfg, features.in_dim, num_relations, relation_text, features.prep.num_node_types).to(device)
+    optimizer = adamw(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, WarmupCosine(cfg.epochs * steps_per_epoch, cfg.warmup_epochs * steps_per_epoch))
+    loop = LoopState(policy, optimizer, scheduler, np.random.default_rng(cfg.seed),
+                     torch.Generator(device=device).manual_seed(cfg.seed + 1), device)
+    if state is not None:
+        loop.restore(state)
+    return loop
+
+
+def resuming_line(out_dir: Path, loop: LoopState, cfg: TrainConfig) -> str:
+    return (f"resuming {out_dir / 'last.pt'} after epoch {loop.start_epoch}/{cfg.epochs} "
+            f"(best {SELECTION_METRIC} {loop.best_metric:.4f} at epoch {loop.best_epoch})")
+
+
+# ---------------------------------------------------------------------------------------------
+# What every training process runs
+# ---------------------------------------------------------------------------------------------
+class Steps:
+    """A training process's share of the work: the optimisation step of a batch and validation.
+    Rank 0 calls them from ``train``'s loop; the other ranks run them when rank 0 says so
+    (``follow``). Holds the process group and the objective (under DDP once joined), which
+    ``joined`` releases in the order torch's teardown needs."""
+
+    def __init__(self, cfg: TrainConfig, loop: LoopState, features: Features, train_records: Sequence[QuerySubgraph],
+                 val_records: Sequence[QuerySubgraph], device: torch.device, ops: MessagePassingOps):
+        self.cfg, self.loop, self.features, self.device, self.ops = cfg, loop, features, device, ops
+        self.train_records, self.val_records = train_records, val_records
+        self.edge_counts = np.asarray([r.src.shape[0] + r.num_nodes for r in train_records], np.float64)
+        self.group = parallel.Group()
+        self.objective: torch.nn.Module | None = BatchObjective(loop.policy, cfg, ops)
+
+    def step(self, index: np.ndarray, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """This process's share of the batch ``index``: loss, gradients (summed over the training
+        processes by DDP), clipping, the optimiser and schedule steps. Returns the summed step sums
+        (``RunningStats.step_sums``) and the gradient norm."""
+        group, loop, features = self.group, self.loop, self.features
+        mine = parallel.shard(index, group.rank, group.world, cost=self.edge_counts[index])
+        # Each process weighs its share's mean loss by the share's size (times the world size, as
+        # DDP averages): the summed gradients are those of the whole batch's mean loss. A process
+        # without a share still runs one question, weighted 0: DDP needs every rank's backward.
+        weight, counted = len(mine) / len(index) * group.world, len(mine)
+        if not counted:
+            mine, weight = index[:1], 0.0
+        loop.optimizer.zero_grad(set_to_none=True)
+        batch = features.prep.batch([self.train_records[i] for i in mine], features.rows, features.train_q[mine],
+                                    self.device)
+        batch = hide_unknown(batch, features.prep, generator)
+        loss, objective = self.objective(batch, generator, weight)
+        group.backward(loss)
+        sums = group.sum_stats(RunningStats.step_sums(objective, counted).cpu())
+        grad_norm = torch.nn.utils.clip_grad_norm_(loop.policy.parameters(), self.cfg.max_grad_norm)
+        loop.optimizer.step()
+        loop.scheduler.step()
+        return sums, grad_norm
+
+    def validate(self) -> tuple[dict[str, float], float]:
+        """Every process ranks its share of the validation questions; rank 0 scores them all
+        (metrics and seconds; the others get ``({}, 0.0)``)."""
+        tick = time.perf_counter()
+        features = self.features
+        mine = parallel.shard(np.arange(len(self.val_records)), self.group.rank, self.group.world)
+        rankings = predict(self.loop.policy, features.prep, [self.val_records[i] for i in mine], features.val_q[mine],
+                           features.rows, self.device, self.ops, self.cfg.rollout_mode)
+        rankings = self.group.gather(rankings)
+        if self.group.rank != 0:
+            return {}, 0.0
+        return evaluate_rankings(rankings, self.val_records), time.perf_counter() - tick
+
+    def validate_everywhere(self) -> tuple[dict[str, float], float]:
+        """Rank 0: has every process validate its share (``validate``)."""
+        self.group.command(parallel.VALIDATE)
+        return self.validate()
+
+    def follow(self, group: parallel.Group) -> None:
+        """A worker (rank ≥ 1, forked or launched): runs rank 0's commands until told to stop."""
+        self._join(group)
+        while True:
+            code, epoch, order = group.command()
+            if code == parallel.STOP:
+                return
+            if code == parallel.VALIDATE:
+                self.validate()
+                continue
+            seed = parallel.rank_seed(self.cfg.seed, epoch, group.rank)
+            torch.manual_seed(seed)  # dropout
+            generator = torch.Generator(device=self.device).manual_seed(seed)
+            self.loop.policy.train()
+            for index in minibatches(order, self.cfg.batch_size):
+                self.step(index, generator)
+
+    def _join(self, group: parallel.Group) -> None:
+        """Every rank at the same point: DDP starts by broadcasting rank 0's weights, and launched
+        processes (not copies of rank 0, as forked ones are) take its optimiser and schedule."""
+        self.group = group
+        self.objective = group.wrap(self.objective)
+        if group.launcher == "torchrun":
+            shared = group.share({"optimizer": self.loop.optimizer.state_dict(),
+                                  "scheduler": self.loop.scheduler.state_dict()} if group.rank == 0 else None)
+            if group.rank != 0:
+                self.loop.optimizer.load_state_dict(shared["optimizer"])
+                self.loop.scheduler.load_state_dict(shared["scheduler"])
+
+    @contextmanager
+    def joined(self, workers: int) -> Iterator[parallel.Group]:
+        """The training processes for the body's duration (``parallel.start``: a worker follows rank
+        0 inside it); on the way out rank 0 stops them, gracefully unless the body raised."""
+        finished = False
+        try:
+            group = parallel.start(workers, self.follow, self.device)
+            if group.rank == 0:
+                self._join(group)
+            yield group
+            finished = True
+        finally:
+            # DDP's reducer goes before the process group: freed after it, the reducer would drop the
+            # group's last reference while holding the GIL, and torch 2.2's gloo threads wait for the GIL
+            # to finish their last work (a deadlock at exit)
+            self.objective = None
+            self.group.close(graceful=finished)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the loop says and writes
+# ---------------------------------------------------------------------------------------------
+def progress_bars(console: Console, enabled: bool) -> Progress:
+    """One bar per epoch's batches, with the running loss, reward and gradient norm."""
+    columns = (TextColumn("[bold]epoch {task.fields[epoch]}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    return Progress(*columns, console=console, disable=not enabled)
+
+
+def run_line(num_parameters: int, train_records: Sequence, val_records: Sequence, steps_per_epoch: int,
+             device: torch.device, ops: MessagePassingOps, group: parallel.Group) -> str:
+    """What is about to be trained, and where (printed once, before the untrained validation)."""
+    return (f"policy: {num_parameters:,} trainable parameters; {len(train_records):,} training and "
+            f"{len(val_records):,} validation queries; {steps_per_epoch} steps/epoch; device {device}, "
+            f"ops {ops.name}, {torch.get_num_threads()} torch threads"
+            + (f", {group.world} training processes" if group.parallel else ""))
+
+
+def run_config(run: RunWriter, meta: dict, device: torch.device, ops: MessagePassingOps, workers: int,
+               train_records: Sequence[QuerySubgraph], val_records: Sequence[QuerySubgraph], skipped: dict[str, int],
+               resumed_from: int | None) -> dict[str, Any]:
+    """``config.json``'s payload: how the run was set up, so its numbers can be read and redone."""
+    cfg, num_relations, prep = run.cfg, len(run.relation_types), run.prep
+    return {
+        "config": config_to_dict(cfg), "dataset": meta, "seed": cfg.seed, "device": str(device), "ops": ops.name,
+        "threads": {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+        "workers": workers,
+        "num_parameters": run.num_parameters, "num_relations": num_relations, "relation_types": run.relation_types,
+        "unknown_relation_slot": num_relations, "unknown_relation_rate": UNKNOWN_RELATION_RATE,
+        "pca": None if prep.pca_components is None else {"dim": int(prep.pca_components.shape[0]),
+                                                         "input_dim": run.dimension},
+        "train": {"queries": len(train_records), **skipped,
+                  "mean_nodes": float(np.mean([r.num_nodes for r in train_records]))},
+        "val": {"queries": len(val_records), "mean_nodes": float(np.mean([r.num_nodes for r in val_records]))},
+        "selection_metric": SELECTION_METRIC, "data_fingerprint": run.fingerprint,
+        "resumed_from_epoch": resumed_from,
+    }
+
+
+def last_epoch(cfg: TrainConfig, loop: LoopState, resumed: bool, out_dir: Path, console: Console) -> int:
+    """The last epoch to train: ``cfg.epochs``, or none past the resumed one if that run had
+    already stopped early (same rule, same two numbers)."""
+    if resumed and stop_early(cfg, loop.start_epoch, loop.best_epoch):
+        console.print(f"{out_dir} had stopped early after epoch {loop.start_epoch} (patience {cfg.patience}): "
+                      "nothing left to train")
+        return loop.start_epoch
+    return cfg.epochs
+
+
+def stopping_line(cfg: TrainConfig, epoch: int, best_epoch: int) -> str:
+    return (f"stopping after epoch {epoch}: validation {SELECTION_METRIC} has not improved for "
+            f"{epoch - best_epoch} epochs (patience {cfg.patience}); best.pt is epoch {best_epoch}")
+
+
+def train_result(loop: LoopState, run: RunWriter, cfg: TrainConfig, device: torch.device, ops: MessagePassingOps,
+                 started: float, resumed: bool, skipped: dict[str, int]) -> TrainResult:
+    """The run's outcome from its history (a resumed run's includes the epochs before it)."""
+    if not loop.history:
+        raise SeederError(f"{run.out_dir} holds no finished epoch and cfg.epochs is {cfg.epochs}: nothing was trained")
+    best_row = next(r for r in loop.history if r["epoch"] == loop.best_epoch)
+    return TrainResult(out_dir=run.out_dir, best_path=run.best_path, last_path=run.last_path,
+                       best_epoch=loop.best_epoch, best_metrics=best_row["val"], final_metrics=loop.history[-1]["val"],
+                       initial_metrics=loop.initial, history=loop.history, num_parameters=run.num_parameters,
+                       device=str(device), ops=ops.name, seconds=time.perf_counter() - started,
+                       resumed_from=loop.start_epoch if resumed else None, skipped=skipped)
+
+
 # ---------------------------------------------------------------------------------------------
 # The loop
 # ---------------------------------------------------------------------------------------------
@@ -317,212 +586,68 @@ def train(cfg: TrainConfig, train_records: Sequence[QuerySubgraph], train_query_
     ``retriever``: what the subgraphs were grown with, written beside each best.pt (``training.artifact``).
     Under torchrun every process calls ``train``; rank 0 returns the result, the others None.
     """
-    started = time.perf_counter()
-    console = console or Console()
-    out_dir = Path(out_dir)
+    started, console, out_dir = time.perf_counter(), console or Console(), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    meta = dict(dataset_meta or {})
-    dimension = int(node_emb.shape[1])
-    relation_types = list(relation_types) if relation_types is not None else [f"relation_{i}" for i in range(num_relations)]
-    if len(relation_types) != num_relations:
-        raise ValueError(f"{len(relation_types)} relation types for num_relations={num_relations}")
+    meta, dimension = dict(dataset_meta or {}), int(node_emb.shape[1])
+    relation_types = relation_names(relation_types, num_relations)
     skipped = {"train_empty_subgraphs": sum(r.num_nodes == 0 for r in train_records)}
     train_records, train_query_emb = check_inputs(train_records, train_query_emb, val_records, val_query_emb, dimension)
     fingerprint = data_fingerprint(train_records, val_records)
-    state = None
-    if resume and (out_dir / "last.pt").exists():
-        state = read_resumable(out_dir / "last.pt", cfg, dimension, num_relations, fingerprint)
-    elif resume:
-        console.print(f"[yellow]nothing to resume in {out_dir} (no last.pt): starting a fresh run")
+    state = resume_state(out_dir, resume, cfg, dimension, num_relations, fingerprint, console)
 
     # 1. Seeding
     device = parallel.local_device(torch.device(cfg.resolve_device()))
     torch.manual_seed(cfg.seed)
-    deterministic = (torch.are_deterministic_algorithms_enabled(),
-                     torch.is_deterministic_algorithms_warn_only_enabled())
-    if device.type == "cpu":
-        torch.use_deterministic_algorithms(True, warn_only=True)
-    ops = select_ops(device, cfg.ops)
-    workers = cfg.workers if device.type == "cpu" else 1
-    if workers > 1 and ops.name == "dgl":
-        # DGL's OpenMP runtime does not survive a fork: a forked process whose parent had run DGL
-        # kernels can hang in its first one. The pure-torch ops compute the same thing.
-        ops = TorchOps()
-        console.print(f"{workers} training processes: message passing with the pure-torch ops "
-                      "(DGL's OpenMP runtime is not safe in forked processes)")
-    group, finished = parallel.Group(), False
-    try:
+    with deterministic_on_cpu(device):
+        ops, workers = training_ops(cfg, device, console)
         # 2. Features: PCA fitted once on the node embeddings (or the checkpoint's, when resuming)
-        if cfg.node_types and node_type_names is None:
-            node_types, node_type_names = np.full(int(node_emb.shape[0]), -1, np.int64), []
-        prep = (Preprocessing.from_state(state) if state is not None
-                else Preprocessing.fit(node_emb, cfg.pca_dim, num_relations,
-                                       list(node_type_names) if cfg.node_types else None))
-        type_table = prep.type_table(node_types, node_type_names) if prep.node_type_names is not None else None
-        rows = prep.node_rows(node_emb, list(train_records) + list(val_records), node_types=type_table)
-        train_q, val_q = prep.features(train_query_emb), prep.features(np.asarray(val_query_emb, np.float32))
-        in_dim = prep.in_dim or dimension
-
+        features = fit_features(cfg, state, node_emb, node_types, node_type_names, num_relations,
+                                train_records, train_query_emb, val_records, val_query_emb)
         # 3. Policy, optimiser, schedule; the loop's state (restored when resuming)
-        if cfg.relation_text and relation_emb is None:
-            raise SeederError("relation_text is set but no relation-name embeddings were given")
-        relation_text = relation_text_table(relation_emb, num_relations) if cfg.relation_text else None
-        policy = build_policy(cfg, in_dim, num_relations, relation_text, prep.num_node_types).to(device)
-        optimizer = adamw(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         steps_per_epoch = math.ceil(len(train_records) / cfg.batch_size)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, WarmupCosine(cfg.epochs * steps_per_epoch, cfg.warmup_epochs * steps_per_epoch))
-        loop = LoopState(policy, optimizer, scheduler, np.random.default_rng(cfg.seed),
-                         torch.Generator(device=device).manual_seed(cfg.seed + 1), device)
+        loop = build_loop(cfg, features, num_relations, relation_emb, device, steps_per_epoch, state)
         if state is not None:
-            loop.restore(state)
-            console.print(f"resuming {out_dir / 'last.pt'} after epoch {loop.start_epoch}/{cfg.epochs} "
-                          f"(best {SELECTION_METRIC} {loop.best_metric:.4f} at epoch {loop.best_epoch})")
-        edge_counts = np.asarray([r.src.shape[0] + r.num_nodes for r in train_records], np.float64)
+            console.print(resuming_line(out_dir, loop, cfg))
+        steps = Steps(cfg, loop, features, train_records, val_records, device, ops)
+        with steps.joined(workers) as group:
+            if group.rank != 0:  # a launched worker has followed rank 0's run to its end
+                return None
+            run = RunWriter(out_dir, cfg, features.prep, features.in_dim, dimension, relation_types,
+                            meta.get("embedding_model"), run_records.count_parameters(loop.policy), fingerprint,
+                            SELECTION_METRIC, f"{cfg.dataset} / {cfg.ablation} (seed {cfg.seed})",
+                            bound_to=meta.get("bound_to"), retriever=retriever)
+            console.print(run_line(run.num_parameters, train_records, val_records, steps_per_epoch, device, ops,
+                                   group), soft_wrap=True)
+            run_records.write_config(out_dir, run_config(run, meta, device, ops, group.world, train_records,
+                                                         val_records, skipped, loop.start_epoch if state is not None else None))
+            if state is None:
+                loop.initial = steps.validate_everywhere()[0]
+                console.print("untrained policy: " + "  ".join(f"{k} {loop.initial[k]:.4f}" for k in REPORTED),
+                              soft_wrap=True)
 
-        objective_of: torch.nn.Module = BatchObjective(policy, cfg, ops)  # under DDP once the processes are joined
+            # 4. The loop: batch -> M sampled rollouts -> L = L_RL + λ L_rank -> step -> log, then validate
+            with progress_bars(console, progress) as bars:
+                for epoch in range(loop.start_epoch + 1, last_epoch(cfg, loop, state is not None, out_dir, console) + 1):
+                    loop.policy.train()
+                    stats = RunningStats(epoch)
+                    task = bars.add_task("train", total=steps_per_epoch, epoch=f"{epoch}/{cfg.epochs}", stats="")
+                    order = loop.np_rng.permutation(len(train_records))
+                    group.command(parallel.TRAIN, epoch, order)
+                    for index in minibatches(order, cfg.batch_size):
+                        sums, grad_norm = steps.step(index, loop.gumbel)  # loss -> backward (summed) -> clip -> step
+                        stats.add(sums, grad_norm, len(index))
+                        bars.update(task, advance=1, stats=stats.text())
+                    train_seconds = time.perf_counter() - stats.started
+                    bars.remove_task(task)
 
-        def optimisation_step(index: np.ndarray, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-            """This process's share of the batch ``index``: loss, gradients (summed over the training
-            processes by DDP), clipping, the optimiser and schedule steps. Returns the summed step sums
-            (``RunningStats.step_sums``) and the gradient norm."""
-            mine = parallel.shard(index, group.rank, group.world, cost=edge_counts[index])
-            # Each process weighs its share's mean loss by the share's size (times the world size, as
-            # DDP averages): the summed gradients are those of the whole batch's mean loss. A process
-            # without a share still runs one question, weighted 0: DDP needs every rank's backward.
-            weight, counted = len(mine) / len(index) * group.world, len(mine)
-            if not counted:
-                mine, weight = index[:1], 0.0
-            optimizer.zero_grad(set_to_none=True)
-            batch = prep.batch([train_records[i] for i in mine], rows, train_q[mine], device)
-            batch = hide_unknown(batch, prep, generator)
-            loss, objective = objective_of(batch, generator, weight)
-            group.backward(loss)
-            sums = group.sum_stats(RunningStats.step_sums(objective, counted).cpu())
-            grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            return sums, grad_norm
-
-        def validate() -> tuple[dict[str, float], float]:
-            """Every process ranks its share of the validation questions; rank 0 scores them all."""
-            tick = time.perf_counter()
-            mine = parallel.shard(np.arange(len(val_records)), group.rank, group.world)
-            rankings = predict(policy, prep, [val_records[i] for i in mine], val_q[mine], rows, device, ops,
-                               cfg.rollout_mode)
-            rankings = group.gather(rankings)
-            if group.rank != 0:
-                return {}, 0.0
-            return evaluate_rankings(rankings, val_records), time.perf_counter() - tick
-
-        def worker_main(me: parallel.Group) -> None:
-            """A forked training process: follows rank 0's commands until told to stop."""
-            nonlocal group, objective_of
-            group = me
-            objective_of = group.wrap(objective_of)
-            if group.launcher == "torchrun":  # a launched process has its own copy: take rank 0's
-                shared = group.share(None)
-                optimizer.load_state_dict(shared["optimizer"])
-                scheduler.load_state_dict(shared["scheduler"])
-            while True:
-                code, epoch, order = group.command()
-                if code == parallel.STOP:
-                    return
-                if code == parallel.VALIDATE:
-                    validate()
-                    continue
-                seed = parallel.rank_seed(cfg.seed, epoch, group.rank)
-                torch.manual_seed(seed)  # dropout
-                generator = torch.Generator(device=device).manual_seed(seed)
-                policy.train()
-                for index in minibatches(order, cfg.batch_size):
-                    optimisation_step(index, generator)
-
-        group = parallel.start(workers, worker_main, device)
-        if group.rank != 0:  # a launched worker has followed rank 0's run to its end
-            finished = True
-            return None
-        objective_of = group.wrap(objective_of)
-        if group.launcher == "torchrun":
-            group.share({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()})
-        num_parameters = run_records.count_parameters(policy)
-        console.print(f"policy: {num_parameters:,} trainable parameters; {len(train_records):,} training and "
-                      f"{len(val_records):,} validation queries; {steps_per_epoch} steps/epoch; device {device}, "
-                      f"ops {ops.name}, {torch.get_num_threads()} torch threads"
-                      + (f", {group.world} training processes" if group.parallel else ""), soft_wrap=True)
-        run = RunWriter(out_dir, cfg, prep, in_dim, dimension, relation_types, meta.get("embedding_model"),
-                        num_parameters, fingerprint, SELECTION_METRIC, f"{cfg.dataset} / {cfg.ablation} (seed {cfg.seed})",
-                        bound_to=meta.get("bound_to"), retriever=retriever)
-        run_records.write_config(out_dir, {
-            "config": config_to_dict(cfg), "dataset": meta, "seed": cfg.seed, "device": str(device), "ops": ops.name,
-            "threads": {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
-            "workers": group.world,
-            "num_parameters": num_parameters, "num_relations": num_relations, "relation_types": relation_types,
-            "unknown_relation_slot": num_relations, "unknown_relation_rate": UNKNOWN_RELATION_RATE,
-            "pca": None if prep.pca_components is None else {"dim": int(prep.pca_components.shape[0]),
-                                                             "input_dim": dimension},
-            "train": {"queries": len(train_records), **skipped,
-                      "mean_nodes": float(np.mean([r.num_nodes for r in train_records]))},
-            "val": {"queries": len(val_records), "mean_nodes": float(np.mean([r.num_nodes for r in val_records]))},
-            "selection_metric": SELECTION_METRIC, "data_fingerprint": fingerprint,
-            "resumed_from_epoch": loop.start_epoch if state is not None else None,
-        })
-
-        if state is None:
-            group.command(parallel.VALIDATE)
-            loop.initial = validate()[0]
-            console.print("untrained policy: " + "  ".join(f"{k} {loop.initial[k]:.4f}" for k in REPORTED),
-                          soft_wrap=True)
-
-        # 4. The loop: batch -> M sampled rollouts -> L = L_RL + λ L_rank -> step -> log, then validate
-        columns = (TextColumn("[bold]epoch {task.fields[epoch]}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=console, disable=not progress) as bars:
-            last_epoch = cfg.epochs
-            if state is not None and stop_early(cfg, loop.start_epoch, loop.best_epoch):
-                console.print(f"{out_dir} had stopped early after epoch {loop.start_epoch} (patience {cfg.patience}): "
-                              "nothing left to train")
-                last_epoch = loop.start_epoch
-            for epoch in range(loop.start_epoch + 1, last_epoch + 1):
-                policy.train()
-                stats = RunningStats(epoch)
-                task = bars.add_task("train", total=steps_per_epoch, epoch=f"{epoch}/{cfg.epochs}", stats="")
-                order = loop.np_rng.permutation(len(train_records))
-                group.command(parallel.TRAIN, epoch, order)
-                for index in minibatches(order, cfg.batch_size):
-                    sums, grad_norm = optimisation_step(index, loop.gumbel)
-                    stats.add(sums, grad_norm, len(index))
-                    bars.update(task, advance=1, stats=stats.text())
-                train_seconds = time.perf_counter() - stats.started
-                bars.remove_task(task)
-
-                # 5. Validation (split over the training processes), checkpoints, records
-                group.command(parallel.VALIDATE)
-                val, val_seconds = validate()
-                row = stats.row(scheduler.get_last_lr()[0], val, val_seconds, train_seconds)
-                improved = run.end_epoch(loop, row, selection_score(val))
-                bars.console.print(epoch_line(row, cfg.epochs, improved), soft_wrap=True)
-                if on_epoch_end is not None:
-                    on_epoch_end(row)
-                if stop_early(cfg, epoch, loop.best_epoch):
-                    bars.console.print(f"stopping after epoch {epoch}: validation {SELECTION_METRIC} has not "
-                                       f"improved for {epoch - loop.best_epoch} epochs (patience {cfg.patience}); "
-                                       f"best.pt is epoch {loop.best_epoch}", soft_wrap=True)
-                    break
-        finished = True
-    finally:
-        # DDP's reducer goes before the process group: freed after it, the reducer would drop the
-        # group's last reference while holding the GIL, and torch 2.2's gloo threads wait for the GIL
-        # to finish their last work (a deadlock at exit)
-        objective_of = None
-        group.close(graceful=finished)
-        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
-
-    if not loop.history:
-        raise SeederError(f"{out_dir} holds no finished epoch and cfg.epochs is {cfg.epochs}: nothing was trained")
-    best_row = next(r for r in loop.history if r["epoch"] == loop.best_epoch)
-    return TrainResult(out_dir=out_dir, best_path=run.best_path, last_path=run.last_path, best_epoch=loop.best_epoch,
-                       best_metrics=best_row["val"], final_metrics=loop.history[-1]["val"],
-                       initial_metrics=loop.initial, history=loop.history, num_parameters=num_parameters,
-                       device=str(device), ops=ops.name, seconds=time.perf_counter() - started,
-                       resumed_from=loop.start_epoch if state is not None else None, skipped=skipped)
+                    # 5. Validation (split over the training processes), checkpoints, records
+                    val, val_seconds = steps.validate_everywhere()
+                    row = stats.row(loop.scheduler.get_last_lr()[0], val, val_seconds, train_seconds)
+                    improved = run.end_epoch(loop, row, selection_score(val))
+                    bars.console.print(epoch_line(row, cfg.epochs, improved), soft_wrap=True)
+                    if on_epoch_end is not None:
+                        on_epoch_end(row)
+                    if stop_early(cfg, epoch, loop.best_epoch):
+                        bars.console.print(stopping_line(cfg, epoch, loop.best_epoch), soft_wrap=True)
+                        break
+    return train_result(loop, run, cfg, device, ops, started, state is not None, skipped)
