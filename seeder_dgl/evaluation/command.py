@@ -160,14 +160,15 @@ class MethodPlan:
 
 
 def plan_methods(dataset: str, methods: str | Sequence[str] | None, checkpoint: str | Path | None,
-                 runs_dir: Path | None = None, profile: str = "paper") -> MethodPlan:
+                 runs_dir: Path | None = None, profile: str = "paper", served: Path | None = None) -> MethodPlan:
     """Validate ``methods`` against what can run; the default is every baseline plus every checkpoint found.
 
-    SeedER uses ``checkpoint`` or ``<runs>/<dataset>/full/best.pt`` (``<profile>-full`` for another
+    SeedER uses ``checkpoint``, else ``served`` (the checkpoint ``query`` serves, when the record
+    points to a run elsewhere), else ``<runs>/<dataset>/full/best.pt`` (``<profile>-full`` for another
     profile); each other run folder of the same profile is the method ``seeder-<ablation>``.
     """
     runs_dir = Path(runs_dir) if runs_dir else runs_root() / dataset
-    main = Path(checkpoint) if checkpoint else runs_dir / f"{profile_prefix(profile)}full" / "best.pt"
+    main = Path(checkpoint) if checkpoint else served or runs_dir / f"{profile_prefix(profile)}full" / "best.pt"
     if checkpoint and not main.is_file():
         raise SeederError(f"no checkpoint at {main}: pass the best.pt written by `seeder-dgl train`")
     ablations = find_ablations(runs_dir, main, profile)
@@ -181,6 +182,18 @@ def plan_methods(dataset: str, methods: str | Sequence[str] | None, checkpoint: 
     checkpoints = {n: (main if n == SEEDER else ablations[n]) for n in names if n == SEEDER or n in ablations}
     notes = [] if main.is_file() or methods else [f"no SeedER checkpoint at {main}: evaluating the baselines only"]
     return MethodPlan(names, checkpoints, notes)
+
+
+def _served_checkpoint(ds: DatasetContext) -> Path | None:
+    """The checkpoint ``query`` and ``serve`` use for ``ds``'s profile when the dataset's record points
+    to a run outside the profile's own folder (``train --out``), else None."""
+    try:
+        from seeder_dgl.training.artifact import active_run_dir
+    except ImportError:  # no torch: no checkpoint loads at all (``_load_policies`` says so)
+        return None
+    with open_driver() as driver:
+        folder = active_run_dir(ds, LiveGraph(driver, ds.name).info)
+    return folder / "best.pt" if folder != ds.run_dir() else None
 
 
 def _has_trained_retriever(checkpoint: Path) -> bool:
@@ -331,7 +344,8 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     if out:
         check_output_folder(out)
     depth = int(depth or max(k, settings.budget))
-    plan = plan_methods(dataset, methods, checkpoint, profile=ds.profile)
+    plan = plan_methods(dataset, methods, checkpoint, profile=ds.profile,
+                        served=None if checkpoint else _served_checkpoint(ds))
     questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit, sample=sample)
     _notes(console, questions.messages() + plan.notes)
     if not questions.queries:

@@ -1,5 +1,5 @@
 """A trained retriever end to end against the real Neo4j: `train` writes retriever.json beside best.pt
-and points the dataset's record at its run; after the record's relation prior is fitted anew
+and points the dataset's record at its run (`eval` follows it too); after the record's relation prior is fitted anew
 (`extract --refit-prior`), `query` and `eval` still retrieve with the prior the policy was trained
 with, `train` refuses subgraphs grown with another prior than the record's, a relation type upserted
 since is taken in (the policy's unknown-relation slot), and a run folder without the file is
@@ -35,6 +35,16 @@ def test_a_trained_retriever_keeps_what_it_was_trained_with(own_env, neo4j_drive
         _ok("extract", name)  # tunes first: the settings, the entity linker and the relation prior
         tuned = json.loads(_record(neo4j_driver, name)["retrieval"])
         assert tuned["relation_prior"] and tuned["seeding"] != "dense"  # what this graph's tune chooses
+
+        # A run written elsewhere (`train --out`) becomes the one the record points to, and `eval`
+        # scores the retriever `query` serves, not the profile's folder (empty at this point).
+        elsewhere = own_env / "elsewhere"
+        _ok("train", name, "--epochs", "1", "--out", str(elsewhere))
+        assert (elsewhere / ARTIFACT).is_file() and not (own_env / "runs" / name / "tuned-full").exists()
+        _ok("eval", name, "--split", "test", "--methods", "seeder", "--limit", "5")
+        scored = json.loads((own_env / "runs" / name / f"eval-{name}-test-tuned" / "results.json").read_text())
+        assert str(elsewhere / "best.pt") in json.dumps(scored["methods"]["seeder"])
+
         _ok("train", name, "--epochs", "2")
 
         run = own_env / "runs" / name / "tuned-full"

@@ -239,6 +239,12 @@ def test_resolve_and_plan_methods(tmp_path):
     plan = plan_methods("toy", None, None, runs_dir=runs)
     assert plan.names == [*BASELINES, "seeder", "seeder-no_aux", "seeder-rerank"]
     assert plan.checkpoints["seeder"] == runs / "full" / "best.pt"
+    served = tmp_path / "elsewhere" / "best.pt"  # the run the record points to (`train --out`)
+    served.parent.mkdir()
+    served.write_bytes(b"x")
+    assert plan_methods("toy", None, None, runs_dir=runs, served=served).checkpoints["seeder"] == served
+    assert plan_methods("toy", None, runs / "no_aux" / "best.pt", runs_dir=runs,
+                        served=served).checkpoints["seeder"] == runs / "no_aux" / "best.pt"  # --checkpoint wins
     plan = plan_methods("toy", "khop,seeder-rerank", runs / "no_aux" / "best.pt", runs_dir=runs)
     assert plan.names == ["khop", "seeder-rerank"]
     with pytest.raises(SeederError, match="seeder-no_aux"):  # the main checkpoint is not listed twice
