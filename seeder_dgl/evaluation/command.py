@@ -192,7 +192,10 @@ def _served_checkpoint(ds: DatasetContext) -> Path | None:
     except ImportError:  # no torch: no checkpoint loads at all (``_load_policies`` says so)
         return None
     with open_driver() as driver:
-        folder = active_run_dir(ds, LiveGraph(driver, ds.name).info)
+        info = LiveGraph(driver, ds.name).info
+    if not getattr(info, "active_run", None):  # never trained, or trained before records pointed to runs
+        return None
+    folder = active_run_dir(ds, info)
     return folder / "best.pt" if folder != ds.run_dir() else None
 
 
