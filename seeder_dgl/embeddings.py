@@ -266,9 +266,14 @@ class TextEncoder:
 
     def _encode_questions(self, texts: list[str], batch_size: int) -> np.ndarray:
         if self.backend == "onnx":
-            return _unit(np.concatenate([self.onnx.encode(texts[lo:lo + batch_size])[0]
-                                         for lo in range(0, len(texts), batch_size)]))
+            return self._onnx_pass(texts, batch_size)[0]
         return self._encode_model(texts, batch_size)
+
+    def _onnx_pass(self, texts: list[str], batch_size: int) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``texts`` through the ONNX copy of the model, ``batch_size`` at a time: (unit embeddings
+        float32 [n, d], each text's token embeddings)."""
+        parts = [self.onnx.encode(texts[lo:lo + batch_size]) for lo in range(0, len(texts), batch_size)]
+        return _unit(np.concatenate([p[0] for p in parts])), [t for p in parts for t in p[1]]
 
     def _encode_model(self, texts: list[str], batch_size: int) -> np.ndarray:
         vectors = self.model.encode(texts, batch_size=batch_size, show_progress_bar=False,
@@ -348,10 +353,8 @@ class TextEncoder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32), [], []
         if self.backend == "onnx":
-            parts = [run_blocking(self.onnx.encode, texts[lo:lo + batch_size]) for lo in range(0, len(texts), batch_size)]
-            sentences = _unit(np.concatenate([p[0] for p in parts]))
-            return sentences, [t for p in parts for t in p[1]], self._token_spans(texts, [len(t) for p in parts
-                                                                                           for t in p[1]])
+            sentences, tokens = run_blocking(self._onnx_pass, texts, batch_size)
+            return sentences, tokens, self._token_spans(texts, [len(t) for t in tokens])
         rows = run_blocking(self.model.encode, texts, batch_size=batch_size, show_progress_bar=False,
                             output_value=None)
         sentences, tokens = [], []
