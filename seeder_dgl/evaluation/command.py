@@ -12,10 +12,12 @@ The question handling (``load_questions`` / ``prepare_questions``) needs no Neo4
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -184,16 +186,16 @@ def plan_methods(dataset: str, methods: str | Sequence[str] | None, checkpoint: 
     return MethodPlan(names, checkpoints, notes)
 
 
-def _served_checkpoint(ds: DatasetContext) -> Path | None:
-    """The checkpoint ``query`` and ``serve`` use for ``ds``'s profile when the dataset's record points
-    to a run outside the profile's own folder (``train --out``), else None."""
+def _served_checkpoint(ds: DatasetContext, live: Callable[[], LiveGraph]) -> Path | None:
+    """The checkpoint ``query`` and ``serve`` use for ``ds``'s profile when the dataset's record
+    (``live().info``, read only when a checkpoint can load) points to a run outside the profile's
+    own folder (``train --out``), else None."""
     try:
         from seeder_dgl.training.artifact import active_run_dir
     except ImportError:  # no torch: no checkpoint loads at all (``_load_policies`` says so)
         return None
-    with open_driver() as driver:
-        info = LiveGraph(driver, ds.name).info
-    if not getattr(info, "active_run", None):  # never trained, or trained before records pointed to runs
+    info = live().info
+    if not info.active_run:  # never trained, or trained before records pointed to runs
         return None
     folder = active_run_dir(ds, info)
     return folder / "best.pt" if folder != ds.run_dir() else None
@@ -347,18 +349,24 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     if out:
         check_output_folder(out)
     depth = int(depth or max(k, settings.budget))
-    plan = plan_methods(dataset, methods, checkpoint, profile=ds.profile,
-                        served=None if checkpoint else _served_checkpoint(ds))
-    questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit, sample=sample)
-    _notes(console, questions.messages() + plan.notes)
-    if not questions.queries:
-        raise SeederError(f"none of the {questions.total} questions of {questions.label} has an answer in the "
-                          f"graph: nothing to score")
-    queries = questions.queries
-    explicit = set(plan.names) if methods else ({SEEDER} if checkpoint else set())
+    with contextlib.ExitStack() as neo4j:
+        @functools.cache
+        def live() -> LiveGraph:
+            """The dataset's record through the one driver eval opens, both on first need: planning
+            the methods (which run ``query`` serves), else loading the graph."""
+            return LiveGraph(neo4j.enter_context(open_driver()), ds.name)
 
-    with open_driver() as driver:
-        graph, query_emb, export = _load_graph(driver, ds, queries, progress, console)
+        plan = plan_methods(dataset, methods, checkpoint, profile=ds.profile,
+                            served=None if checkpoint else _served_checkpoint(ds, live))
+        questions = load_questions(dataset, split=split, qa_file=qa_file, source=source, limit=limit, sample=sample)
+        _notes(console, questions.messages() + plan.notes)
+        if not questions.queries:
+            raise SeederError(f"none of the {questions.total} questions of {questions.label} has an answer in the "
+                              f"graph: nothing to score")
+        queries = questions.queries
+        explicit = set(plan.names) if methods else ({SEEDER} if checkpoint else set())
+
+        graph, query_emb, export = _load_graph(live(), ds, queries, progress, console)
         # A SeedER policy without its trained retriever learned on subgraphs grown with the profile's
         # prior: then the record's must be there (one with it brings its own).
         settings = with_relation_prior(settings, graph, ds.retrieval.relation_prior,
@@ -470,16 +478,15 @@ def _eval_settings(dataset: str, profile: str | None, k: int, depth: int | None
     return ds, RetrievalSettings(seeds=defaults.seeds, budgets=tuple(defaults.budgets), seeding=defaults.seeding)
 
 
-def _load_graph(driver, ds: DatasetContext, queries: Sequence[Query], progress: bool,
+def _load_graph(live: LiveGraph, ds: DatasetContext, queries: Sequence[Query], progress: bool,
                 console) -> tuple[MemoryGraph, np.ndarray, object]:
     """The dataset's export (cached per dataset version) as the graph every method runs on, the
     questions embedded with the dataset's own encoder, and the export itself."""
-    live = LiveGraph(driver, ds.name)
     live.check_ready()
     encoder = dataset_encoder(live.info.model)
     with console.status(f"Embedding {len(queries):,} questions with {live.info.model}..."):
         query_emb = encoder.encode([q.text for q in queries], show_progress=False)
-    export = export_graph(driver, ds.name, ds.export_dir, progress=progress)
+    export = export_graph(live.driver, ds.name, ds.export_dir, progress=progress)
     return MemoryGraph.from_export(export, live), query_emb, export
 
 

@@ -201,8 +201,10 @@ def offline(monkeypatch, tmp_path):
     class FakeLive:
         def __init__(self, driver, dataset, database=None):
             kg = state["kg"]
+            self.driver = driver
             self.info = types.SimpleNamespace(model="fake-model", dimension=HashEncoder.dim, name=dataset,
-                                              bound_to=lambda uses_prior: {"graph": None, "relation_prior": None})
+                                              bound_to=lambda uses_prior: {"graph": None, "relation_prior": None},
+                                              active_run=None)
 
         def check_ready(self):
             pass
