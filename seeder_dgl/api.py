@@ -231,6 +231,10 @@ class Retriever:
         #: The trained retriever the policy came with (``inference.LoadedRetriever``); None: a run
         #: folder from before they were written (the profile's settings and the record's prior).
         self._trained = None
+        #: SeedER's settings, built once with the policy: its trained retriever's, with this
+        #: Retriever's exact_seeds and the seeds, budgets and seeding the caller chose; None
+        #: until a policy with a trained retriever is loaded.
+        self._trained_settings: RetrievalSettings | None = None
 
     @property
     def settings(self) -> RetrievalSettings:
@@ -241,9 +245,8 @@ class Retriever:
         """How ``method`` turns a question into a subgraph (the pipeline ``extract`` and ``eval`` use):
         SeedER's as its policy was trained (its trained retriever), the others' from the profile and
         the dataset's record; seeds, budgets and seeding given to this Retriever apply to all."""
-        if method == "seeder" and self.policy is not None and self._trained is not None:
-            chosen = {k: v for k, v in self._chosen.items() if v is not None}
-            return replace(self._trained.settings, exact_seeds=self.exact_seeds, **chosen)
+        if method == "seeder" and self.policy is not None and self._trained_settings is not None:
+            return self._trained_settings
         return RetrievalSettings(seeds=self.seeds, budgets=tuple(self.budgets), exact_seeds=self.exact_seeds,
                                  seeding=self.seeding, relation_prior=self.relation_prior, linker=self.linker)
 
@@ -296,6 +299,8 @@ class Retriever:
             path, info = self._checkpoint_path, self.graph.info
             if path.exists() and artifact_path(path.parent).is_file():  # with what it was trained with
                 self._trained = load_trained_retriever(path.parent, info, checkpoint=path.name)
+                chosen = {k: v for k, v in self._chosen.items() if v is not None}
+                self._trained_settings = replace(self._trained.settings, exact_seeds=self.exact_seeds, **chosen)
                 self._policy = self._trained.policy
                 return self._policy
             # A run folder from before trained retrievers: the profile's settings and the record's
