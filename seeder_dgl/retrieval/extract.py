@@ -187,15 +187,23 @@ class LinkerFit:
     """Fitted on a typed variant of each training question too (``retrieval.link_training``)."""
     partial_names: bool
     """Names also linked by their last word; the typed variants then name people by their surname."""
+    synonyms: float = 0.0
+    """Share of words swapped for synonyms in the relation prior's reworded template copies."""
 
     @classmethod
     def of(cls, profile: RetrievalDefaults) -> "LinkerFit":
-        return cls(typed=profile.typed_questions > 0, partial_names=profile.partial_names)
+        return cls(typed=profile.typed_questions > 0, partial_names=profile.partial_names,
+                   synonyms=profile.prior_synonyms)
 
     @property
     def mix(self):
         """The ``loaders.perturb`` mix the training questions are typed with."""
         return PARTIAL_NAMES_MIX if self.partial_names else TYPED_MIX
+
+
+def prior_synonyms(prior: RelationPrior) -> float:
+    """The share of words the prior's reworded template copies swapped (0 for a prior fitted without)."""
+    return float(prior.stats.get("synonyms") or 0.0)
 
 
 def ensure_linking(driver, graph, queries: list[Query], encoder, settings: RetrievalSettings, *, with_prior: bool,
@@ -210,7 +218,8 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
 
     With ``folds`` > 1 (and ``with_prior``) the prior is also cross-fitted by wording into
     ``fold_file`` (``FoldPriors``); a stored prior without fold priors of its own is fitted again.
-    A stored linker that links names otherwise than ``fit.partial_names`` is fitted again.
+    A stored linker that links names otherwise than ``fit.partial_names`` is fitted again, and so are
+    both where the stored prior's templates were reworded otherwise than ``fit.synonyms``.
     """
 
     prior = None if refit else stored_relation_prior(graph)
@@ -218,6 +227,8 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
     folds = folds if with_prior and fold_file is not None else 0
     if linker is not None and linker.partial_names != fit.partial_names:
         linker = None  # the profile links names otherwise: fit again
+    if with_prior and prior is not None and prior_synonyms(prior) != fit.synonyms:
+        prior = linker = None  # the profile rewords the prior's templates otherwise: fit again
     if linker is not None and (prior is not None or not with_prior):
         if folds < 2 or load_fold_priors(fold_file, prior, encoder, graph.info.relation_types) is not None:
             return replace(settings, linker=linker, relation_prior=prior if with_prior else None)
@@ -225,7 +236,7 @@ def ensure_linking(driver, graph, queries: list[Query], encoder, settings: Retri
     fitted = fit_linking(graph, queries, lambda texts: encoder.encode(texts, show_progress=False),
                          encode_tokens=encoder.encode_query_tokens, hops=max(len(settings.budgets), FIT_HOPS),
                          require_prior=with_prior, typed=fit.typed, max_questions=max_questions, progress=progress,
-                         folds=folds, partial_names=fit.partial_names)
+                         folds=folds, partial_names=fit.partial_names, synonyms=fit.synonyms)
     if fitted.fold_priors is not None:
         atomic_write_text(fold_file, fitted.fold_priors.to_json())  # before the record: never a record without its folds
     linker_text = fitted.linker.to_json()

@@ -29,6 +29,7 @@ import numpy as np
 
 from loaders.kg import Query
 from loaders.perturb import PARTIAL_NAMES_MIX, TYPED_MIX, perturb
+from loaders.synonyms import synonym_copies
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
 from seeder_dgl.retrieval.linking import (
@@ -194,7 +195,7 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
                 encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray], list]] | None = None,
                 require_prior: bool = False, typed: bool = True, max_questions: int = 5000,
                 max_prior_questions: int = PRIOR_QUESTIONS, seed: int = 0, progress: bool = True,
-                folds: int = 0, partial_names: bool = False) -> LinkingFit:
+                folds: int = 0, partial_names: bool = False, synonyms: float = 0.0) -> LinkingFit:
     """Fit the relation prior for ``hops`` hops and the linker on up to ``max_questions`` of the
     training ``queries`` and, with ``typed``, a typed variant of each. The prior also reads up to
     ``max_prior_questions`` in all where the dataset marks the topic (``_marked_rows``).
@@ -213,6 +214,10 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
 
     With ``partial_names`` names are also matched by their last word (``mention_table(partial=True)``)
     and the typed variants are drawn from ``PARTIAL_NAMES_MIX`` (a person named by the surname).
+
+    With ``synonyms`` > 0 the prior also reads a copy of each template with that share of its words
+    swapped for WordNet synonyms that no template uses and ``encode`` puts near the word
+    (``loaders.synonyms.synonym_copies``).
     """
     mix = PARTIAL_NAMES_MIX if partial_names else TYPED_MIX
     queries = [q for q in queries if q.answers]
@@ -258,7 +263,8 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
                           max(max_prior_questions - len(clean), 0), typed, seed, mix)
     fold_priors = None
     try:
-        prior, fold_priors = _fit_prior(graph, variants, encode, encode_tokens, hops, seed, progress, marked, folds)
+        prior, fold_priors = _fit_prior(graph, variants, encode, encode_tokens, hops, seed, progress, marked, folds,
+                                        synonyms)
     except SeederError:
         if require_prior:
             raise
@@ -344,8 +350,8 @@ def _marked_rows(graph, queries: Sequence[Query], limit: int, typed: bool, seed:
 
 
 def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int, seed: int,
-               progress: bool, marked: Sequence[tuple[Query, str]] = (), folds: int = 0
-               ) -> tuple[RelationPrior, FoldPriors | None]:
+               progress: bool, marked: Sequence[tuple[Query, str]] = (), folds: int = 0,
+               synonyms: float = 0.0) -> tuple[RelationPrior, FoldPriors | None]:
     relation_types = list(graph.info.relation_types)
     labels_of: dict[int, np.ndarray | None] = {}
     rows, labels, owners = [], [], []
@@ -377,6 +383,11 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
     if len(rows) < 20:
         raise SeederError(f"only {len(rows)} training questions have an answer within {hops} hops of their topic: "
                           "too few to learn which relations to follow; use a profile without the relation prior")
+    copies = synonym_copies(rows, synonyms, seed, embed=encode)
+    for i, copy in copies:
+        rows.append(copy)
+        labels.append(labels[i])
+        owners.append(owners[i])
     labels = np.stack(labels)
     if encode_tokens is None:
         sentences = encode(rows)
@@ -393,7 +404,8 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
                                    positions=[positions[i] for i in pick], seed=seed,
                                    relation_emb=getattr(graph, "rel_emb", None))
     prior = fit(np.arange(len(rows)))
-    prior.stats.update({"sampled": len(labels_of), "templates": len(rows)})
+    prior.stats.update({"sampled": len(labels_of), "templates": len(rows), "synonyms": synonyms,
+                        "synonym_copies": len(copies)})
     prior = prior.bind(encode, encode_tokens)
     if folds < 2:
         return prior, None

@@ -61,10 +61,12 @@ def test_wheel_carries_the_cypher_statements_and_runs_from_anywhere(installed, t
     python = installed / "python"
     where = _run([str(python), "-c",
                   "import seeder_dgl.paths as p, seeder_dgl.graphstore.cypher as c, seeder_dgl.graphstore.procedures as j; "
+                  "import loaders.synonyms as s; "
                   "print(p.PACKAGE_DIR); print(len(c.all_statements())); print(p.source_checkout()); "
-                  "print(j.sources_hash())"],
+                  "print(j.sources_hash()); print(len(s.synonym_table()))"],
                  cwd=tmp_path).stdout.split()
     package_dir, statements, checkout, procedures = Path(where[0]), int(where[1]), where[2], where[3]
+    assert int(where[4]) > 40_000  # the relation prior's WordNet synonyms ship with the loaders
     assert "site-packages" in package_dir.parts and REPO not in package_dir.parents
     assert statements == len(list((REPO / "cypher").rglob("*.cypher"))) > 30
     assert (package_dir / "neo4j" / "pom.xml").is_file() and checkout == "None"
