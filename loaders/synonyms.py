@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from loaders.kg import DataError
 from loaders.perturb import FUNCTION_WORDS
 
 MIN_LETTERS = 4
@@ -40,20 +41,44 @@ WORD = re.compile(r"[a-z]+")
 def synonym_table() -> dict[str, dict[str, tuple[str, ...]]]:
     """lemma -> part of speech -> the other words of the lemma's most frequent WordNet sense in that
     part (multi-word ones with spaces)."""
-    data = resources.files("loaders").joinpath("data", "wordnet_synonyms.tsv.gz").read_bytes()
-    table = {}
-    for line in gzip.decompress(data).decode().splitlines():
-        lemma, *parts = line.split("\t")
-        table[lemma] = {part[0]: tuple(w.replace("_", " ") for w in part[2:].split()) for part in parts}
+    where = resources.files("loaders").joinpath("data", "wordnet_synonyms.tsv.gz")
+    try:
+        lines = gzip.decompress(where.read_bytes()).decode("utf-8").splitlines()
+        table = {}
+        for line in lines:
+            lemma, *parts = line.split("\t")
+            table[lemma] = {part[0]: tuple(w.replace("_", " ") for w in part[2:].split()) for part in parts}
+    except (OSError, EOFError, UnicodeDecodeError, IndexError) as exc:  # gzip.BadGzipFile is an OSError
+        raise DataError(f"the packaged WordNet synonym table {where} is missing or damaged "
+                        f"({type(exc).__name__}): reinstall seeder-dgl, or rebuild it with scripts/wordnet_synonyms.py"
+                        ) from None
+    if not table:
+        raise DataError(f"the packaged WordNet synonym table {where} is empty: reinstall seeder-dgl")
     return table
 
 
+SHORT_CLOSED = re.compile(r"[^aeiou]*[aeiou][^aeiouwxy]")
+"""One syllable ending in a single vowel and a consonant: the consonant doubles ("get" -> "getting")."""
+
+
 def _inflect(word: str, suffix: str) -> str:
+    """``word`` (a lemma) with the ending ``suffix`` by English spelling's regular rules."""
+    consonant_y = len(word) > 1 and word.endswith("y") and word[-2] not in "aeiou"
     if suffix in ("ed", "d"):
-        return word + ("d" if word.endswith("e") else "ed")
+        if word.endswith("e"):
+            return word + "d"
+        if consonant_y:
+            return word[:-1] + "ied"
+        return word + (word[-1] if SHORT_CLOSED.fullmatch(word) else "") + "ed"
     if suffix == "ing":
-        return (word[:-1] if word.endswith("e") and not word.endswith("ee") else word) + "ing"
+        if word.endswith("ie"):
+            return word[:-2] + "ying"
+        if word.endswith("e") and not word.endswith(("ee", "oe", "ye")):
+            return word[:-1] + "ing"
+        return word + (word[-1] if SHORT_CLOSED.fullmatch(word) else "") + "ing"
     if suffix in ("s", "es"):
+        if consonant_y:
+            return word[:-1] + "ies"
         return word + ("es" if word.endswith(("s", "x", "z", "ch", "sh")) else "s")
     return word
 

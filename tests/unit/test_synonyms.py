@@ -1,9 +1,12 @@
 """The relation prior's reworded template copies (``loaders.synonyms``)."""
 from __future__ import annotations
 
+import gzip
 import re
 
 import numpy as np
+import pytest
+from loaders.kg import DataError
 from loaders.perturb import FUNCTION_WORDS
 from loaders.synonyms import MIN_LETTERS, inflected_synonyms, synonym_copies, synonym_table
 from seeder_dgl.datasets import RetrievalDefaults
@@ -77,3 +80,31 @@ def test_an_encoder_vetoes_synonyms_of_another_sense():
     assert not any({"flicks", "pics"} & set(c.split()) for c in vetted)
     assert any("pictures" in c.split() for c in vetted)  # "films" still has synonyms along its axis
     assert synonym_copies(TEMPLATES, 1.0, seed=0, embed=lambda texts: np.eye(len(texts))) == []
+
+
+@pytest.mark.parametrize("content", [None, b"not gzip at all", gzip.compress(b"\xff\xfe binary"), gzip.compress(b"")])
+def test_a_missing_or_damaged_table_is_a_one_line_error(monkeypatch, tmp_path, content):
+    import loaders.synonyms as synonyms
+
+    table = tmp_path / "data" / "wordnet_synonyms.tsv.gz"
+    table.parent.mkdir()
+    if content is not None:
+        table.write_bytes(content)
+    monkeypatch.setattr(synonyms.resources, "files", lambda package: tmp_path)
+    synonyms.synonym_table.cache_clear()
+    try:
+        with pytest.raises(DataError, match="WordNet synonym table .* (missing or damaged|empty)") as caught:
+            synonym_copies(TEMPLATES, 0.3)
+        assert "\n" not in str(caught.value)
+    finally:
+        synonyms.synonym_table.cache_clear()  # the next test reads the packaged table again
+
+
+def test_synonyms_take_english_spelling_of_their_ending():
+    from loaders.synonyms import _inflect
+
+    cases = {("get", "ing"): "getting", ("pen", "ed"): "penned", ("star", "ed"): "starred", ("act", "ed"): "acted",
+             ("visit", "ing"): "visiting", ("make", "ing"): "making", ("see", "ing"): "seeing", ("die", "ing"): "dying",
+             ("carry", "ed"): "carried", ("carry", "s"): "carries", ("play", "ed"): "played", ("play", "s"): "plays",
+             ("rain", "ed"): "rained", ("move", "d"): "moved", ("box", "es"): "boxes", ("film", ""): "film"}
+    assert {key: _inflect(*key) for key in cases} == cases
