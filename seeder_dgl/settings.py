@@ -101,6 +101,10 @@ class Settings:
     hop_partitions: int = _var("SEEDER_HOP_PARTITIONS", default=2)
     """``SEEDER_HOP_PARTITIONS``: concurrent Cypher queries per K-hop hop after the first (at least 1).
     Default 2."""
+    name_readers: int = _var("SEEDER_NAME_READERS", default=4)
+    """``SEEDER_NAME_READERS``: concurrent full-text name lookups in Neo4j while ``extract``, ``eval``
+    and the entity linker's fit read the names of many questions (at least 1). The lookups wait on
+    the server's Lucene, so reading several at once uses its cores while Python works. Default 4."""
     encoder_backend: str = _var("SEEDER_ENCODER_BACKEND", default="torch")
     """``SEEDER_ENCODER_BACKEND``: what embeds questions at query time, one of ``ENCODER_BACKENDS``:
     sentence-transformers on torch, or the same model exported to ONNX Runtime (the ``onnx`` extra;
@@ -134,7 +138,8 @@ class Settings:
                                                  default.neo4j_vector_buffer_mb),
             neo4j_tx_memory=_size(environ, "SEEDER_NEO4J_TX_MEMORY"),
             khop=check_khop(environ.get("SEEDER_KHOP", default.khop)),
-            hop_partitions=_hop_partitions(environ.get("SEEDER_HOP_PARTITIONS", str(default.hop_partitions))),
+            hop_partitions=_at_least_one(environ, "SEEDER_HOP_PARTITIONS", default.hop_partitions),
+            name_readers=_at_least_one(environ, "SEEDER_NAME_READERS", default.name_readers),
             encoder_backend=check_backend(environ.get("SEEDER_ENCODER_BACKEND", default.encoder_backend)),
         )
 
@@ -160,13 +165,14 @@ def _size(environ: Mapping[str, str], name: str) -> str | None:
     return raw
 
 
-def _hop_partitions(raw: str) -> int:
+def _at_least_one(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name, str(default))
     try:
         value = int(raw)
     except ValueError:
-        raise SeederError(f"SEEDER_HOP_PARTITIONS must be a whole number, not {raw!r}") from None
+        raise SeederError(f"{name} must be a whole number, not {raw!r}") from None
     if value < 1:
-        raise SeederError(f"SEEDER_HOP_PARTITIONS must be at least 1, not {value}")
+        raise SeederError(f"{name} must be at least 1, not {value}")
     return value
 
 

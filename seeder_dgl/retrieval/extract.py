@@ -8,6 +8,7 @@ that is not on disk; a run with other settings refuses to mix with the cache it 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from seeder_dgl.retrieval.pipeline import (
     MemoryGraph,
     RetrievalSettings,
     prefetch_linking,
+    read_names,
     seed_and_expand,
     stored_linker,
     stored_relation_prior,
@@ -127,22 +129,39 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
     hits, sizes, done_before = [], [], 0
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[info]}"), TimeRemainingColumn())
-    with Progress(*columns, disable=not progress) as bars:
+    shards = [(k * shard_size, min((k + 1) * shard_size, len(queries))) for k in range(wanted["num_shards"])]
+    todo = [k for k in range(len(shards)) if not cache.shard_path(folder, k).exists()]
+    words = (settings.linker or EntityLinker.default()).name_query  # every fold's linker reads names alike
+
+    def names_of(k):
+        lo, hi = shards[k]
+        if settings.seeding == "dense":
+            return {}
+        return read_names(graph, [q.text for q in queries[lo:hi]], query_emb[lo:hi], words)
+
+    # The next shard's names are read from Neo4j while this one is expanded: the lookups wait on
+    # the server's Lucene, the expansion on Python, so the two overlap on two cores.
+    with Progress(*columns, disable=not progress) as bars, ThreadPoolExecutor(1, "seeder-next-shard") as ahead:
         task = bars.add_task(f"subgraphs of {graph.info.name}", total=len(queries), info="")
-        for shard in range(wanted["num_shards"]):
-            lo, hi = shard * shard_size, min((shard + 1) * shard_size, len(queries))
+        coming = {todo[0]: ahead.submit(names_of, todo[0])} if todo else {}
+        for shard, (lo, hi) in enumerate(shards):
             path = cache.shard_path(folder, shard)
-            if path.exists():
+            if shard not in coming:
                 records, _ = cache.load_shard(path)  # resumed: count it, do not redo it
                 done_before += len(records)
             else:
+                names = coming.pop(shard).result()
+                later = [k for k in todo if k > shard]
+                if later:
+                    coming[later[0]] = ahead.submit(names_of, later[0])
                 records = [None] * (hi - lo)
                 groups = [(settings, list(range(lo, hi)))] if per_fold is None else \
                     [(per_fold[k], [i for i in range(lo, hi) if folds[i] == k]) for k in range(len(per_fold))]
                 for fold, members in groups:
                     if not members:
                         continue
-                    batch = prefetch_linking(graph, [queries[i].text for i in members], query_emb[members], fold)
+                    batch = prefetch_linking(graph, [queries[i].text for i in members], query_emb[members], fold,
+                                             names)
                     for i in members:
                         records[i - lo] = label_subgraph(seed_and_expand(batch, queries[i].text, query_emb[i], fold)[1],
                                                          queries[i])

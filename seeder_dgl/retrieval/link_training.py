@@ -46,6 +46,7 @@ from seeder_dgl.retrieval.linking import (
     word_rates,
     wording_key,
 )
+from seeder_dgl.retrieval.pipeline import read_names
 from seeder_dgl.retrieval.relation_prior import (
     RelationPrior,
     answer_mask,
@@ -302,12 +303,14 @@ def _read_hits(graph, variants: list[_Variant], encode, what: str, progress: boo
                words: NameQuery = NameQuery()) -> None:
     if not variants:
         return
-    embeddings = encode([v.text for v in variants])
+    texts = [v.text for v in variants]
+    embeddings = encode(texts)
     with _bars(progress) as bars:
-        task = bars.add_task(what, total=len(variants))
-        for v, e in zip(variants, embeddings):
-            v.hits = graph.fulltext_hits(v.text, e, CANDIDATES, words)
-            bars.advance(task)
+        task = bars.add_task(what, total=len(set(texts)))
+        hits = read_names(graph, texts, embeddings, words, CANDIDATES,
+                          advance=lambda n: bars.advance(task, n))
+    for v in variants:
+        v.hits = hits[(v.text, CANDIDATES, words)][1]
 
 
 def topic_names(graph, queries: Sequence[Query], chunk: int = 2000) -> list[list[str]]:

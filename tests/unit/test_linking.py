@@ -36,7 +36,8 @@ def test_lucene_query_escapes_neutralises_operators_and_fuzzes_long_words():
     # Words as the index's tokenizer keeps them, where that differs: one term for 'T.J' or a name
     # written with underscores, as the question writes it.
     assert lucene_query("films by T.J. Scott").split() == ["films~1", "by", "t", "j", "scott~1", "t.j"]
-    assert "virginia_gubernatorial_election~2" in lucene_query("who won Virginia_gubernatorial_election,_1993").split()
+    # ... within one edit: two on such a long term cost Lucene half the lookup
+    assert "virginia_gubernatorial_election~1" in lucene_query("who won Virginia_gubernatorial_election,_1993").split()
     # A dataset whose names join words with '_': runs of question words are asked joined too.
     joined = NameQuery(frozenset({"won"}), joined=True).lucene("who won virginia gubernatorial election of 1993")
     joined = joined.split()

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+import time
 
 import numpy as np
 import pytest
 
-from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings, prefetch_linking, seed_and_expand
+from seeder_dgl.graphstore.name_index import CANDIDATES
+from seeder_dgl.retrieval.pipeline import MemoryGraph, RetrievalSettings, prefetch_linking, read_names, seed_and_expand
 from seeder_dgl.retrieval.linking import EntityLinker
 from seeder_dgl.retrieval.memory import GraphArrays, unit_query
 from seeder_dgl.retrieval.relation_prior import TOPIC_BUCKETS, RelationPrior
@@ -125,3 +128,49 @@ def test_dense_seeding_needs_no_prefetch():
     settings = RetrievalSettings(seeds=2, budgets=(10,), seeding="dense", relation_prior=prior.bind(Encoder()))
     assert prefetch_linking(graph, QUESTIONS, random_embeddings(len(QUESTIONS), DIM), settings) is graph
     assert graph.live.calls == 0
+
+
+class SlowNames(Names):
+    """``Names`` whose lookups take a while, counting how many run at once."""
+
+    def __init__(self, graph):
+        super().__init__(graph)
+        self.lock, self.running, self.most, self.asked = threading.Lock(), 0, 0, []
+
+    def fulltext_hits(self, question, embedding, candidates=100, words=None):
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.asked.append(question)
+        time.sleep(0.02)  # the wait on Neo4j's Lucene
+        try:
+            return super().fulltext_hits(question, embedding, candidates, words)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def test_names_are_read_by_several_readers_at_once_with_the_hits_of_one_at_a_time():
+    graph, _ = _world()
+    questions = QUESTIONS * 3  # each distinct question is read once
+    embeddings = np.stack([random_embeddings(1, DIM, seed=len(q))[0] for q in questions])
+    words = EntityLinker.default().name_query
+    graph.live = SlowNames(graph)
+    one = read_names(graph, questions, embeddings, words, readers=1)
+    assert graph.live.most == 1 and sorted(graph.live.asked) == sorted(set(QUESTIONS))
+    graph.live = SlowNames(graph)
+    done = []
+    many = read_names(graph, questions, embeddings, words, readers=4, advance=done.append)
+    assert graph.live.most > 1 and sorted(graph.live.asked) == sorted(set(QUESTIONS))
+    assert sum(done) == len(set(QUESTIONS))
+    assert one.keys() == many.keys()
+    for key in one:
+        np.testing.assert_array_equal(one[key][0], many[key][0])
+        assert one[key][1] == many[key][1]
+    # Names read ahead (extract reads the next shard's while it expands this one) are not read again.
+    settings = RetrievalSettings(seeds=2, budgets=(10,), seeding="fulltext")
+    graph.live.asked.clear()
+    prepared = prefetch_linking(graph, questions, embeddings, settings, many)
+    assert graph.live.asked == []
+    assert [h["id"] for h in prepared.fulltext_hits(questions[0], embeddings[0], words=words)] == \
+        [h["id"] for h in one[(questions[0], CANDIDATES, words)][1]]

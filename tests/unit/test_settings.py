@@ -34,6 +34,7 @@ SAMPLES = {
     "SEEDER_NEO4J_TX_MEMORY": ("256m", "256m"),
     "SEEDER_KHOP": (" Cypher ", "cypher"),
     "SEEDER_HOP_PARTITIONS": ("3", 3),
+    "SEEDER_NAME_READERS": ("2", 2),
     "SEEDER_ENCODER_BACKEND": (" ONNX ", "onnx"),
 }
 
@@ -79,6 +80,7 @@ def test_an_empty_path_or_uri_counts_as_unset():
 @pytest.mark.parametrize("name, raw, message", [
     ("SEEDER_HOP_PARTITIONS", "two", "SEEDER_HOP_PARTITIONS must be a whole number, not 'two'"),
     ("SEEDER_HOP_PARTITIONS", "0", "SEEDER_HOP_PARTITIONS must be at least 1, not 0"),
+    ("SEEDER_NAME_READERS", "0", "SEEDER_NAME_READERS must be at least 1, not 0"),
     ("SEEDER_NEO4J_PORT", "lots", "SEEDER_NEO4J_PORT must be a whole number, not 'lots': fix or unset it"),
     ("SEEDER_NEO4J_VECTOR_BUFFER_MB", "1.5", "SEEDER_NEO4J_VECTOR_BUFFER_MB must be a whole number, not '1.5'"),
     ("SEEDER_NEO4J_TX_MEMORY", "256m; rm -rf /", "SEEDER_NEO4J_TX_MEMORY must be a size such as 256m or 1g"),
