@@ -541,10 +541,13 @@ class Linked:
         return list(dict.fromkeys(self.mentions.span_text(j) for j in indices if self.mentions.spans[j] != (0, 0)))
 
 
-def link(question: str, hits: Sequence[dict], k: int, linker: EntityLinker | None = None) -> Linked:
-    """Link ``question`` to ``k`` or more of ``hits`` (more where candidates are close to the best)."""
+def link(question: str, hits: Sequence[dict], k: int, linker: EntityLinker | None = None,
+         mentions: Mentions | None = None) -> Linked:
+    """Link ``question`` to ``k`` or more of ``hits`` (more where candidates are close to the best).
+    ``mentions``: their ``mention_table`` made already for this linker (it is filled in here)."""
     linker = linker or EntityLinker.default()
-    mentions = mention_table(question, hits, linker.word_rates, partial=linker.partial_names)
+    if mentions is None:
+        mentions = mention_table(question, hits, linker.word_rates, partial=linker.partial_names)
     add_relation_features(mentions, hop1_scores(linker.prior, mentions.template()))
     order, logits = linker.order(mentions)
     return Linked(mentions, order, linker._choose(mentions, order, logits, k))

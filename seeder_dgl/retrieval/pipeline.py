@@ -24,7 +24,7 @@ import numpy as np
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
-from seeder_dgl.retrieval.linking import EntityLinker, mention_table
+from seeder_dgl.retrieval.linking import EntityLinker, Mentions, mention_table
 from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, induced_edges, khop_select
 from seeder_dgl.retrieval.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
 from seeder_dgl.retrieval.relation_prior import RelationPrior
@@ -204,12 +204,21 @@ class PrefetchedNames:
     """A backend whose full-text hits for a batch of questions were read up front
     (``prefetch_linking``); everything else is the wrapped backend's."""
 
-    def __init__(self, graph, hits: dict):
+    def __init__(self, graph, hits: dict, mentions: dict | None = None):
         self._graph = graph
         self._hits = hits
+        self._mentions = mentions or {}
 
     def __getattr__(self, name: str):
         return getattr(self._graph, name)
+
+    def mention_table(self, question: str, hits: list[dict], linker: EntityLinker) -> Mentions | None:
+        """The question's ``mention_table`` for ``linker``, made when the batch was prepared, as a copy
+        the linker may fill in; None when it was made for other hits or another linker's words."""
+        made = self._mentions.get((question, linker.name_query, linker.partial_names))
+        if made is None or made[0] is not hits or made[1] is not linker.word_rates:
+            return None
+        return replace(made[2], features=made[2].features.copy())
 
     def fulltext_hits(self, question: str, embedding: np.ndarray, candidates: int = CANDIDATES,
                       words: NameQuery = NameQuery()) -> list[dict]:
@@ -272,13 +281,18 @@ def prefetch_linking(graph: GraphBackend, questions: Sequence[str], embeddings: 
     if missing:
         hits.update(read_names(graph, [questions[i] for i in missing], np.asarray(embeddings)[missing], words))
     prior = linker.prior or settings.relation_prior  # one prior, one encoder: the dataset's (ensure_linking)
+    mentions: dict = {}  # the linker reads each question's table again: made once (3 ms a MetaQA question)
     if prior is not None and prior.reads_templates and prior.bound:
-        asked = set(questions)
-        templates = {mention_table(q, h, linker.word_rates, partial=linker.partial_names).template()
-                     for (q, _, w), (_, h) in hits.items() if q in asked and w == words}
-        if templates - {None}:
-            prior.features(sorted(templates - {None}))
-    return PrefetchedNames(graph, hits)
+        for q in dict.fromkeys(questions):
+            found = hits.get((q, CANDIDATES, words))
+            if found is not None:
+                mentions[(q, words, linker.partial_names)] = (
+                    found[1], linker.word_rates, mention_table(q, found[1], linker.word_rates,
+                                                               partial=linker.partial_names))
+        templates = {m.template() for _, _, m in mentions.values()} - {None}
+        if templates:
+            prior.features(sorted(templates))
+    return PrefetchedNames(graph, hits, mentions)
 
 
 @dataclass

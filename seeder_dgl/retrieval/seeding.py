@@ -56,7 +56,9 @@ def seed_linked(graph, question: str, embedding: np.ndarray, k: int, mode: str =
     if mode == "dense":
         return graph.dense_seeds(embedding, k, exact=exact), []
     linker = linker or EntityLinker.default()
-    found = link(question, graph.fulltext_hits(question, embedding, candidates, linker.name_query), k, linker)
+    hits = graph.fulltext_hits(question, embedding, candidates, linker.name_query)
+    made = getattr(graph, "mention_table", None)  # a batch read ahead made them already (``prefetch_linking``)
+    found = link(question, hits, k, linker, made(question, hits, linker) if made is not None else None)
     sims = {int(h["id"]): float(h["similarity"]) for h in found.mentions.hits}
     if mode == "fulltext":
         seeds = [(i, sims[i]) for i in found.ids(found.chosen)]

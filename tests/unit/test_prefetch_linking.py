@@ -174,3 +174,25 @@ def test_names_are_read_by_several_readers_at_once_with_the_hits_of_one_at_a_tim
     assert graph.live.asked == []
     assert [h["id"] for h in prepared.fulltext_hits(questions[0], embeddings[0], words=words)] == \
         [h["id"] for h in one[(questions[0], CANDIDATES, words)][1]]
+
+
+def test_the_linker_reads_the_mention_tables_the_batch_made(monkeypatch):
+    import seeder_dgl.retrieval.linking as linking
+
+    graph, prior = _world("tokens")
+    embeddings = random_embeddings(len(QUESTIONS), DIM, seed=7)
+    bound = _bind(prior, TokenEncoder())
+    settings = RetrievalSettings(seeds=2, budgets=(10, 20), seeding="fulltext", relation_prior=bound,
+                                 linker=EntityLinker.default().with_prior(bound))
+    prepared = prefetch_linking(graph, QUESTIONS[:3], embeddings[:3], settings)
+    expected = [seed_and_expand(graph, q, e, settings) for q, e in zip(QUESTIONS, embeddings)]
+    made = []
+    original = linking.mention_table
+    monkeypatch.setattr(linking, "mention_table", lambda *a, **k: made.append(a[0]) or original(*a, **k))
+    got = [seed_and_expand(prepared, q, e, settings) for q, e in zip(QUESTIONS, embeddings)]
+    # The batch's questions are not tabled again; the others are, and every result is the same.
+    assert made == [q for q in QUESTIONS[3:]]
+    for (seeds_a, a), (seeds_b, b) in zip(expected, got):
+        assert seeds_a == seeds_b and a.node_ids.tolist() == b.node_ids.tolist()
+    # The table handed out is a copy: linking the same question twice gives the same seeds.
+    assert seed_and_expand(prepared, QUESTIONS[0], embeddings[0], settings)[0] == got[0][0]
