@@ -356,7 +356,7 @@ class MemoryGraph:
         """
         from tqdm.auto import tqdm
 
-        with tqdm(total=len(questions), desc="full-text names in Neo4j", disable=not progress, unit="q") as bar:
+        with tqdm(total=len(set(questions)), desc="full-text names in Neo4j", disable=not progress, unit="q") as bar:
             self._linked.update(read_names(self, questions, embeddings, words, candidates, advance=bar.update))
 
     def khop_filter(self, embedding: np.ndarray, seeds: Seeds, budgets: Sequence[int],
