@@ -74,23 +74,28 @@ def seed_paths(graph: GraphArrays, seed: int, is_answer: np.ndarray, num_answers
             _, nbr, rel = graph.gather(nodes)
             back = nbr != seed  # a step back to the seed explains nothing
             nbr, rel = nbr[back], rel[back]
-            order = np.argsort(rel, kind="stable")
+            if nbr.size == 0:
+                continue
+            # Each relation's reached set, sorted and without repeats, from one sort of the (relation,
+            # node) pairs: a np.unique per relation took a third of MetaQA's prior fit.
+            order = np.lexsort((nbr, rel))
             rel, nbr = rel[order], nbr[order]
-            cuts = np.flatnonzero(np.diff(rel)) + 1
-            for r_group, n_group in zip(np.split(rel, cuts), np.split(nbr, cuts)):
-                if r_group.size == 0:
-                    continue
-                reached = np.unique(n_group)
-                hit = int(is_answer[reached].sum())
-                step = (*path, int(r_group[0]))
+            first = np.ones(rel.size, dtype=bool)
+            first[1:] = (rel[1:] != rel[:-1]) | (nbr[1:] != nbr[:-1])
+            rel, nbr = rel[first], nbr[first]
+            starts = np.flatnonzero(np.r_[True, rel[1:] != rel[:-1]])
+            sizes = np.diff(np.r_[starts, rel.size])
+            hits = np.add.reduceat(is_answer[nbr].astype(np.int64), starts)
+            for start, size, hit in zip(starts.tolist(), sizes.tolist(), hits.tolist()):
+                step = (*path, int(rel[start]))
                 if hit:
-                    f1 = 2 * hit / (reached.size + num_answers)
+                    f1 = 2 * hit / (size + num_answers)
                     if f1 > best + 1e-12:
                         best, best_paths = f1, [step]
                     elif abs(f1 - best) <= 1e-12 and len(step) == len(best_paths[0]):
                         best_paths.append(step)
-                if reached.size <= max_reached:
-                    grown.append((step, reached))
+                if size <= max_reached:
+                    grown.append((step, nbr[start:start + size]))
         prefixes = grown
     return best, best_paths
 
