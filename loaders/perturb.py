@@ -19,6 +19,8 @@ questions in (``TYPED_MIX``).
   ``CLOSINGS``.
 - ``surname``: a name of two or three words, each capitalised, named by its last word alone, as
   people name a person by the surname ("what films did Hanks star in"); other names are kept.
+- ``word-typo``: one typo in a word of the question outside the topic's name ("who dirceted
+  Deadfall"); the relation prior reads it as the word it fitted within a typo (``retrieval.spelling``).
 
 Kinds compose with ``+``: ``lower+typo`` is a lower-case question with a typo in its name.
 """
@@ -29,7 +31,7 @@ import re
 import unicodedata
 from typing import Sequence
 
-PERTURBATIONS = ("lower", "typo", "nopunct", "shuffle-case", "keywords", "filler", "surname")
+PERTURBATIONS = ("lower", "typo", "nopunct", "shuffle-case", "keywords", "filler", "surname", "word-typo")
 """The single kinds ``perturb`` knows (compose them with '+')."""
 
 TYPED_MIX = ("lower", "typo", "lower+typo", "nopunct", "shuffle-case", "keywords", "filler")
@@ -51,6 +53,8 @@ CLOSINGS = ("please", "thank you", "thx", "pls", "if you know", "any idea?", "ch
 
 MIN_TYPO_WORD = 5
 """Letters a word needs before it gets a typo when the topic entity is not known."""
+MIN_WORD_TYPO = 4
+"""Letters a question word needs before ``word-typo`` mistypes it ("what", "films", "directed")."""
 
 FUNCTION_WORDS = frozenset("""
 a an the of in on at to by for from with as into about and or is are was were be been being do does
@@ -117,7 +121,12 @@ def typo(text: str, rng: random.Random, names: Sequence[str] = ()) -> str:
     word = rng.choice(long_words) if long_words else _longest(words)
     if len(word.group()) < 2:
         return text
-    start, end = start + word.start(), start + word.end()
+    return _mistype(text, start + word.start(), start + word.end(), rng)
+
+
+def _mistype(text: str, start: int, end: int, rng: random.Random) -> str:
+    """``text`` with the word at ``start:end`` mistyped: two neighbouring letters swapped (half the
+    time, where two differ) or one letter dropped."""
     letters = list(range(start, end))
     swaps = [i for i in letters if i + 1 < end and text[i].lower() != text[i + 1].lower()]
     if swaps and rng.random() < 0.5:
@@ -125,6 +134,23 @@ def typo(text: str, rng: random.Random, names: Sequence[str] = ()) -> str:
         return text[:i] + text[i + 1] + text[i] + text[i + 2:]
     i = rng.choice(letters)
     return text[:i] + text[i + 1:]
+
+
+def word_typo(text: str, rng: random.Random, names: Sequence[str] = ()) -> str:
+    """One typo in a word of the question outside the first of ``names`` found in it: a word of
+    ``MIN_WORD_TYPO`` letters or more ("who dirceted X", "whcih films"), chosen at random; ``text``
+    as it is when it has none."""
+    span = None
+    for name in sorted((n for n in names if n), key=len, reverse=True):
+        span = find_span(text, name)
+        if span is not None:
+            break
+    words = [m for m in re.finditer(r"[^\W\d_]+", text) if len(m.group()) >= MIN_WORD_TYPO
+             and (span is None or m.end() <= span[0] or m.start() >= span[1])]
+    if not words:
+        return text
+    word = rng.choice(words)
+    return _mistype(text, word.start(), word.end(), rng)
 
 
 def no_punctuation(text: str) -> str:
@@ -207,6 +233,8 @@ def perturb(text: str, kind: str, rng: random.Random, names: Sequence[str] = ())
             text = with_filler(text, rng)
         elif part == "surname":
             text = surname(text, names)
+        elif part == "word-typo":
+            text = word_typo(text, rng, names)
         else:
             raise ValueError(f"unknown perturbation {part!r}: choose from {', '.join(PERTURBATIONS)}")
     return text

@@ -214,8 +214,9 @@ def eval_command(
     perturb: str = typer.Option(None, help="Also the same questions as people type them, scored beside them "
                                            "(typed.md): a comma list of lower, typo (in the topic's name), nopunct, "
                                            "shuffle-case, keywords (function words dropped), filler (chat words "
-                                           "around it), surname (a person by the last word of the name), or "
-                                           "combinations such as lower+typo; fixed seed."),
+                                           "around it), surname (a person by the last word of the name), word-typo "
+                                           "(in a word outside the name), or combinations such as lower+typo; "
+                                           "fixed seed."),
 ):
     """Score every retriever on the same questions: table, results.json/.md, STaRK-format predictions, plots."""
     if coverage:

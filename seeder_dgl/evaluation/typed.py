@@ -1,7 +1,7 @@
 """`eval --perturb`: the same questions as people type them, scored beside the questions as written.
 
 Each perturbation (``loaders.perturb``: ``lower``, ``typo``, ``nopunct``, ``shuffle-case``,
-``keywords``, ``filler``, ``surname`` and their ``+`` combinations) turns every evaluated question into a typed
+``keywords``, ``filler``, ``surname``, ``word-typo`` and their ``+`` combinations) turns every evaluated question into a typed
 one, from a fixed seed; the typo (and the surname) goes into the question's topic entity where the dataset marks it. Every method then runs
 on the typed questions exactly as on the written ones (embedded again, linked again, expanded
 again), and ``typed.md`` / ``typed.json`` put the two side by side, overall and per hop count.
@@ -65,7 +65,8 @@ def to_markdown(table: dict[str, dict], title: str, examples: dict[str, list[str
               *(f"{h}-hop Hit@1" for h in hops)]
     lines = [f"# {title}: questions as people type them", "",
              "Each row scores the same questions, typed as its first column says (`loaders/perturb.py`, seed 0; "
-             "the typo goes into the topic entity's name where the dataset marks it).", "",
+             "`typo` goes into the topic entity's name where the dataset marks it, `word-typo` into a word outside "
+             "it).", "",
              "| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)]
     for variant, methods in table.items():
         for name, m in methods.items():

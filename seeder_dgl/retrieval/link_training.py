@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import random
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -56,6 +56,7 @@ from seeder_dgl.retrieval.relation_prior import (
     seed_paths,
     topic_positions,
 )
+from seeder_dgl.retrieval.spelling import TemplateWords
 
 PATH_CANDIDATES = 4
 """Candidates per question whose relation paths are searched when the dataset marks no topic."""
@@ -406,13 +407,16 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
             return fit_token_prior(sentences[pick], [tokens[i] for i in pick], labels[pick], relation_types,
                                    positions=[positions[i] for i in pick], seed=seed,
                                    relation_emb=getattr(graph, "rel_emb", None))
-    prior = fit(np.arange(len(rows)))
+    words = TemplateWords.of(rows)  # the words it reads as fitted; others within a typo as the nearest
+    prior = replace(fit(np.arange(len(rows))), words=words)
     prior.stats.update({"sampled": len(labels_of), "templates": len(rows), "synonyms": synonyms,
                         "synonym_copies": len(copies)})
     prior = prior.bind(encode, encode_tokens)
     if folds < 2:
         return prior, None
-    fold_priors = cross_fit(rows, owners, folds, fit, prior.fingerprint)
+    fold_priors = cross_fit(rows, owners, folds,
+                            lambda pick: replace(fit(pick), words=TemplateWords.of([rows[i] for i in pick])),
+                            prior.fingerprint)
     fold_priors.priors = [p.bind(encode, encode_tokens) for p in fold_priors.priors]
     return prior, fold_priors
 

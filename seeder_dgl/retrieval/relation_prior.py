@@ -33,6 +33,7 @@ import numpy as np
 from seeder_dgl.caching import BatchLRU
 from seeder_dgl.retrieval.linking import MASKED, question_template
 from seeder_dgl.retrieval.memory import GraphArrays
+from seeder_dgl.retrieval.spelling import TemplateWords
 from seeder_dgl.threads import fixed_threads
 
 UNREACHED = np.iinfo(np.int16).max
@@ -263,6 +264,10 @@ class RelationPrior:
     carries the step's probability."""
     step_bias: np.ndarray | None = None
     """float64 [hops]: ``a_h``."""
+    words: TemplateWords | None = None
+    """The words of the templates it was fitted on: a template word it never saw is read as the
+    nearest of them within a typo (``retrieval.spelling``). None: priors fitted before it read every
+    word as typed."""
     encode: Callable[[list[str]], np.ndarray] | None = field(default=None, compare=False, repr=False)
     """Texts -> embeddings [n, d] with the dataset's encoder (``bind``); needed for templates."""
     encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray], list]] | None = field(
@@ -327,6 +332,8 @@ class RelationPrior:
         return np.stack(rows)
 
     def _embed(self, templates: list[str]) -> np.ndarray:
+        if self.words is not None:
+            templates = [self.words.spell(t) for t in templates]
         if self.input == "template":
             if self.encode is None:
                 raise RuntimeError("a template relation prior needs an encoder: RelationPrior.bind(encode)")
@@ -396,6 +403,8 @@ class RelationPrior:
                 digest.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
         if self.input != "question":
             digest.update(self.input.encode())
+        if self.words is not None:
+            digest.update(json.dumps(sorted(self.words.counts.items())).encode())
         return digest.hexdigest()[:16]
 
     def to_json(self) -> str:
@@ -411,6 +420,8 @@ class RelationPrior:
             out.update(topic_bias=self.topic_bias.tolist())
         if self.step_weight is not None:
             out.update(step_weight=self.step_weight.tolist(), step_bias=self.step_bias.tolist())
+        if self.words is not None:
+            out.update(words=self.words.to_dict())
         return json.dumps(out)
 
     @classmethod
@@ -444,8 +455,13 @@ class RelationPrior:
                                  f"for outputs of width {weight.shape[2]}")
         steps = {k: np.asarray(raw[k], dtype=np.float64) for k in ("step_weight", "step_bias")
                  if raw.get(k) is not None}
+        words = raw.get("words")
+        if words is not None and (not isinstance(words, dict)
+                                  or not all(isinstance(n, int) and n > 0 for n in words.values())):
+            raise ValueError("relation prior words are not a table of word counts")
         return cls(weight, bias, types, dict(raw.get("stats") or {}), hidden_weight, hidden_bias,
-                   str(raw.get("input", "question")), **tokens, **steps)
+                   str(raw.get("input", "question")), **tokens, **steps,
+                   words=TemplateWords({str(w): int(n) for w, n in words.items()}) if words else None)
 
     def aligned(self, relation_types: Sequence[str]) -> "RelationPrior":
         """The prior with its columns in ``relation_types`` order; a type it never saw scores σ(-∞) = 0

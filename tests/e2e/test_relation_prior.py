@@ -47,6 +47,10 @@ def test_tune_fits_a_prior_that_follows_the_asked_relation(own_env, neo4j_driver
         assert works[0, column["works at"]] > 0.5 > works[0, column["born in"]]
         assert born[0, column["born in"]] > 0.5 > born[0, column["works at"]]
         assert born[1, column["located in"]] > 0.5  # the second step of the 2-hop question
+        # It keeps the words of its templates, and reads a question word typed with a typo as one of them.
+        assert {"where", "does", "work", "country", "born"} <= set(prior.words.counts)
+        np.testing.assert_allclose(scores(f"Where does {person} wrok?"), works, atol=1e-12)
+        np.testing.assert_allclose(scores(f"In which contry was {person} bron?"), born, atol=1e-12)
 
         tuned = json.loads(record["retrieval"])
         _ok("extract", name)

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from loaders.perturb import (PARTIAL_NAMES_MIX, PERTURBATIONS, TYPED_MIX, check_kinds, find_span, no_punctuation,
-                             perturb, perturb_all, surname, typed_variant, typo)
+                             perturb, perturb_all, surname, typed_variant, typo, word_typo)
 
 
 def test_lower_and_shuffle_case_change_only_letter_case():
@@ -114,7 +114,9 @@ def test_surname_names_a_person_by_the_last_word_and_keeps_other_names():
 
 def test_kinds_compose_are_checked_and_are_deterministic():
     assert check_kinds("lower, typo,lower+typo,lower") == ["lower", "typo", "lower+typo"]
-    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case", "keywords", "filler", "surname"}
+    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case", "keywords", "filler", "surname",
+                                  "word-typo"}
+    assert "word-typo" not in TYPED_MIX  # measured, not trained on: the prior spells such words
     for bad in ("upper", "lower+caps", ""):
         with pytest.raises(ValueError):
             check_kinds(bad)
@@ -133,3 +135,23 @@ def test_typed_variant_types_a_share_of_questions_by_their_key():
     assert 0.4 < share < 0.6
     assert typed == [typed_variant(t, str(i), 0.5, names=[f"Actor Number{i}"]) for i, t in enumerate(texts)]
     assert all(typed_variant(t, str(i), 0.0) == (t, "") for i, t in enumerate(texts[:20]))
+
+
+def test_a_word_typo_mistypes_one_question_word_and_never_the_name():
+    text = "which films did Tom Hanks star in"
+    changed = set()
+    for seed in range(60):
+        typed = word_typo(text, random.Random(seed), ["Tom Hanks"])
+        assert "Tom Hanks" in typed and typed != text
+        before, after = text.split(), typed.split()
+        assert len(before) == len(after)
+        diff = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
+        assert len(diff) == 1 and len(before[diff[0]]) >= 4  # one word of four letters or more
+        word, typo_word = before[diff[0]], after[diff[0]]
+        assert len(typo_word) == len(word) - 1 or sorted(typo_word) == sorted(word)
+        changed.add(word)
+    assert changed == {"which", "films", "star"}  # any of them, never 'did' or 'in'
+    assert perturb(text, "word-typo", random.Random(5), ["Tom Hanks"]) == word_typo(text, random.Random(5),
+                                                                                     ["Tom Hanks"])
+    assert word_typo("who is X", random.Random(0), ["X"]) == "who is X"  # no word long enough
+    assert check_kinds("lower+word-typo+typo") == ["lower+word-typo+typo"]

@@ -1,0 +1,71 @@
+"""A question's own words spelled as the training questions spell them, before the relation prior reads them.
+
+People mistype the words of a question as well as its names: "who dirceted X", "what fims did X
+act in". The entity linker finds a misspelled name within a typo, but the relation prior reads the
+template's words through the encoder's word pieces, and a misspelled word is other pieces: on
+MetaQA's validation questions one typo in a question word (not the name) took SeedER's Hit@1 from
+0.96 / 0.995 / 0.99 to 0.725 / 0.83 / 0.835 at 1 / 2 / 3 hops. So the prior keeps the words of the
+templates it was fitted on (``TemplateWords``), and a template word it has never seen, of
+``MIN_LETTERS`` letters or more, is read as the most frequent of those words within one edit
+(a letter dropped, added or changed, or two neighbours swapped). A word with no such neighbour is
+left as typed: a rewording's new words still reach the encoder.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterable, Mapping
+
+WORD = re.compile(r"(?<![\w'’-])[^\W\d_]+(?![\w'’-])")
+"""A template word: a run of letters standing alone (templates are case-folded,
+``linking.question_template``). A run joined to others by '_', '-', an apostrophe or digits is part
+of a name written that way ('productsg_g3_stylus', 'post-impressionist'), not a word of the question."""
+MIN_LETTERS = 4
+"""Letters an unknown word needs before it is read as a known one: shorter words have many
+neighbours within one edit ("wat": "what", "was", "war")."""
+MIN_COUNT = 2
+"""Occurrences in the fitted templates a word needs to be kept: once is as likely a typo as a word."""
+MAX_WORDS = 50_000
+"""Most words kept (the most frequent): the prior's JSON stays small on any graph."""
+
+
+@dataclass(frozen=True)
+class TemplateWords:
+    """The words of the templates a relation prior was fitted on, with how often each occurs."""
+
+    counts: Mapping[str, int]
+    _known: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # Most frequent first, then alphabetical: the order the nearest word is chosen in.
+        object.__setattr__(self, "_known", tuple(sorted(self.counts, key=lambda w: (-self.counts[w], w))))
+        object.__setattr__(self, "nearest", lru_cache(maxsize=1 << 14)(self._nearest))
+
+    @classmethod
+    def of(cls, templates: Iterable[str], min_count: int = MIN_COUNT, max_words: int = MAX_WORDS) -> "TemplateWords":
+        counts = Counter(w for t in templates for w in WORD.findall(str(t).casefold()))
+        kept = sorted((w for w, n in counts.items() if n >= min_count), key=lambda w: (-counts[w], w))[:max_words]
+        return cls({w: int(counts[w]) for w in sorted(kept)})
+
+    def _nearest(self, word: str) -> str:
+        """``word`` if known or short, else the most frequent known word within one edit, else ``word``."""
+        if word in self.counts or len(word) < MIN_LETTERS:
+            return word
+        from rapidfuzz.distance import OSA
+        from rapidfuzz.process import extractOne
+
+        # OSA: a swap of two neighbours is one edit, as people mistype. extractOne returns the
+        # first choice at the best distance, and the choices are ordered most frequent first.
+        close = [w for w in self._known if abs(len(w) - len(word)) <= 1]
+        found = extractOne(word, close, scorer=OSA.distance, score_cutoff=1)
+        return found[0] if found is not None else word
+
+    def spell(self, template: str) -> str:
+        """``template`` with each unknown word of ``MIN_LETTERS`` letters or more replaced by its
+        nearest known word (``nearest``); everything else as it was."""
+        return WORD.sub(lambda m: self.nearest(m.group()), template)
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self.counts)
