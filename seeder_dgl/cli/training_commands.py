@@ -41,23 +41,13 @@ def extract(
 
     Training reads this cache and never queries Neo4j; a killed run resumes at the next shard.
     """
-    from seeder_dgl.datasets import TUNED, get_spec
-    from seeder_dgl.evaluation.tune import run_tune
-    from seeder_dgl.retrieval.extract import extract_dataset
+    from seeder_dgl.evaluation.tune import extract_chosen
 
     if engine not in ("cypher", "memory"):
         raise SeederError(f"--engine is cypher or memory, not {engine!r}")
-    spec = get_spec(dataset)
-    if spec.load_questions is None:
-        raise SeederError(f"{dataset} has no questions to extract subgraphs for")
-    if profile is None and spec.untuned and seeds is None and not budgets:
-        console.print(f"{dataset} has no retrieval settings yet: choosing them on its validation questions "
-                      f"(seeder-dgl tune {dataset})")
-        run_tune(dataset, questions=questions, console=console)
-        profile = TUNED
-    extract_dataset(dataset, splits=split, source=source, seeds=seeds, budgets=parse_budgets(budgets),
-                    profile=profile, seeding=seeding, limit=limit, sample=sample, overwrite=overwrite, engine=engine,
-                    questions=questions, refit_prior=refit_prior, console=console)
+    extract_chosen(dataset, splits=split, source=source, seeds=seeds, budgets=parse_budgets(budgets),
+                   profile=profile, seeding=seeding, limit=limit, sample=sample, overwrite=overwrite, engine=engine,
+                   questions=questions, refit_prior=refit_prior, console=console)
 
 
 @app.command()

@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 
 from loaders.kg import Query
-from seeder_dgl.datasets import (TUNE_RECORD, RetrievalDefaults, dataset_dir, get_spec, read_manifest,
+from seeder_dgl.datasets import (TUNED, TUNE_RECORD, RetrievalDefaults, dataset_dir, get_spec, read_manifest,
                                  write_manifest)
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
@@ -25,7 +25,7 @@ from seeder_dgl.graphstore import lease
 from seeder_dgl.graphstore.connection import open_driver
 from seeder_dgl.graphstore.export import export_graph
 from seeder_dgl.graphstore.live import LiveGraph
-from seeder_dgl.retrieval.extract import LinkerFit, ensure_linking
+from seeder_dgl.retrieval.extract import LinkerFit, ensure_linking, extract_dataset
 from seeder_dgl.retrieval.pipeline import MemoryGraph
 
 MIN_PRIOR_QUESTIONS = 100
@@ -156,3 +156,20 @@ def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: 
                   f"extract, train, eval and query use it")
     return settings
 
+
+
+def extract_chosen(dataset: str, *, splits: list[str], source: str | None = None, seeds: int | None = None,
+                   budgets: tuple[int, ...] | None = None, profile: str | None = None, **options) -> None:
+    """`seeder-dgl extract`: ``retrieval.extract.extract_dataset`` with the dataset's retrieval
+    settings, chosen first on its validation questions (``run_tune``, profile 'tuned') where the
+    dataset has none yet and the command names neither a profile nor seeds or budgets."""
+    console = options["console"]
+    spec = get_spec(dataset)
+    if spec.load_questions is None:
+        raise SeederError(f"{dataset} has no questions to extract subgraphs for")
+    if profile is None and spec.untuned and seeds is None and not budgets:
+        console.print(f"{dataset} has no retrieval settings yet: choosing them on its validation questions "
+                      f"(seeder-dgl tune {dataset})")
+        run_tune(dataset, questions=options.get("questions"), console=console)
+        profile = TUNED
+    extract_dataset(dataset, splits=splits, source=source, seeds=seeds, budgets=budgets, profile=profile, **options)
