@@ -36,12 +36,18 @@ class TemplateWords:
     """The words of the templates a relation prior was fitted on, with how often each occurs."""
 
     counts: Mapping[str, int]
-    _known: tuple = field(init=False, repr=False, compare=False)
+    _known: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        # Most frequent first, then alphabetical: the order the nearest word is chosen in.
-        object.__setattr__(self, "_known", tuple(sorted(self.counts, key=lambda w: (-self.counts[w], w))))
+        # By length, each most frequent first, then alphabetical: the order the nearest word is chosen in.
+        by_length: dict[int, list[str]] = {}
+        for w in sorted(self.counts, key=lambda w: (-self.counts[w], w)):
+            by_length.setdefault(len(w), []).append(w)
+        object.__setattr__(self, "_known", {n: tuple(ws) for n, ws in by_length.items()})
         object.__setattr__(self, "nearest", lru_cache(maxsize=1 << 14)(self._nearest))
+
+    def __reduce__(self):  # the memory of words looked up is not pickled (processes, deep copies)
+        return type(self), (dict(self.counts),)
 
     @classmethod
     def of(cls, templates: Iterable[str], min_count: int = MIN_COUNT, max_words: int = MAX_WORDS) -> "TemplateWords":
@@ -56,11 +62,13 @@ class TemplateWords:
         from rapidfuzz.distance import OSA
         from rapidfuzz.process import extractOne
 
-        # OSA: a swap of two neighbours is one edit, as people mistype. extractOne returns the
-        # first choice at the best distance, and the choices are ordered most frequent first.
-        close = [w for w in self._known if abs(len(w) - len(word)) <= 1]
-        found = extractOne(word, close, scorer=OSA.distance, score_cutoff=1)
-        return found[0] if found is not None else word
+        # OSA: a swap of two neighbours is one edit, as people mistype. Within one edit a word is one
+        # letter longer or shorter at most; extractOne returns the first choice at the best distance,
+        # and each length's words are ordered most frequent first.
+        found = [extractOne(word, self._known.get(n, ()), scorer=OSA.distance, score_cutoff=1)
+                 for n in (len(word) - 1, len(word), len(word) + 1)]
+        close = [f[0] for f in found if f is not None]
+        return min(close, key=lambda w: (-self.counts[w], w)) if close else word
 
     def spell(self, template: str) -> str:
         """``template`` with each unknown word of ``MIN_LETTERS`` letters or more replaced by its

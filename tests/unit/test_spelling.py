@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from dataclasses import replace
 
 import numpy as np
@@ -34,6 +35,8 @@ def test_an_unknown_word_is_read_as_the_most_frequent_known_word_within_one_edit
     assert TemplateWords({"films": 2, "firms": 3}).spell("what fims") == "what firms"
     tied = TemplateWords({"bats": 2, "cats": 2})
     assert tied.spell("hats") == "bats"  # equal counts: the first in alphabetical order
+    again = pickle.loads(pickle.dumps(words))  # as a process or a deep copy gets it
+    assert again == words and again.spell("who dirceted x") == "who directed x"
 
 
 def test_known_short_joined_and_distant_words_stay_as_typed():
