@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable, Mapping
 
+from rapidfuzz.distance import OSA
+from rapidfuzz.process import extractOne
+
 WORD = re.compile(r"(?<![\w'’-])[^\W\d_]+(?![\w'’-])")
 """A template word: a run of letters standing alone (templates are case-folded,
 ``linking.question_template``). A run joined to others by '_', '-', an apostrophe or digits is part
@@ -59,9 +62,6 @@ class TemplateWords:
         """``word`` if known or short, else the most frequent known word within one edit, else ``word``."""
         if word in self.counts or len(word) < MIN_LETTERS:
             return word
-        from rapidfuzz.distance import OSA
-        from rapidfuzz.process import extractOne
-
         # OSA: a swap of two neighbours is one edit, as people mistype. Within one edit a word is one
         # letter longer or shorter at most; extractOne returns the first choice at the best distance,
         # and each length's words are ordered most frequent first.
