@@ -57,6 +57,50 @@ def synonym_table() -> dict[str, dict[str, tuple[str, ...]]]:
     return table
 
 
+IRREGULAR = frozenset("""
+am are be became become been began begun being belong bought brought built came caught chose chosen did does done
+drawn drew driven drove else fell felt flew flown fought found gave given got gotten grew grown had has heard
+held keyword kept knew known led left lost made meant met other others paid ran rose said sang sat saw seen sent set
+shot sold sought spent spoke spoken stole stood sung taken taught thought threw thrown told took went won wore
+worn wrote
+""".split())
+"""English words the table and its inflections miss: irregular forms of common verbs, and a few words
+that have no synonym in WordNet's sense of them."""
+ENDINGS = ("s", "es", "ed", "d", "ing", "er", "ers", "ly")
+"""Regular endings ``is_english`` takes off a word to find it in the table."""
+
+
+@functools.lru_cache(maxsize=1)
+def english_words() -> frozenset[str]:
+    """The single words of the packaged WordNet table (its lemmas and their synonyms), English
+    function words (``loaders.perturb.FUNCTION_WORDS``) and ``IRREGULAR``."""
+    words = set(synonym_table())
+    for parts in synonym_table().values():
+        words.update(w for ws in parts.values() for w in ws if WORD.fullmatch(w))
+    return frozenset(words | FUNCTION_WORDS | IRREGULAR)
+
+
+def is_english(word: str) -> bool:
+    """Whether ``word`` (lower case) is an English word of ``english_words`` or a regular inflection of
+    one ("films", "directed", "featuring", "categories", "penned"). A typo ("dirceted", "fims") is
+    rarely one."""
+    known = english_words()
+    if word in known:
+        return True
+    for ending in ENDINGS:
+        stem = word[: len(word) - len(ending)]
+        if word.endswith(ending) and len(stem) > 1 and (
+                stem in known or (ending in ("ing", "er", "ers") and stem + "e" in known)):  # "featuring"
+            return True
+    if word.endswith(("ies", "ied")) and word[:-3] + "y" in known:
+        return True
+    for ending in ("ed", "ing"):  # a doubled consonant: "penned", "getting"
+        stem = word[: len(word) - len(ending)]
+        if word.endswith(ending) and len(stem) > 2 and stem[-1] == stem[-2] and stem[:-1] in known:
+            return True
+    return False
+
+
 SHORT_CLOSED = re.compile(r"[^aeiou]*[aeiou][^aeiouwxy]")
 """One syllable ending in a single vowel and a consonant: the consonant doubles ("get" -> "getting")."""
 

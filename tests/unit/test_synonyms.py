@@ -108,3 +108,13 @@ def test_synonyms_take_english_spelling_of_their_ending():
              ("carry", "ed"): "carried", ("carry", "s"): "carries", ("play", "ed"): "played", ("play", "s"): "plays",
              ("rain", "ed"): "rained", ("move", "d"): "moved", ("box", "es"): "boxes", ("film", ""): "film"}
     assert {key: _inflect(*key) for key in cases} == cases
+
+
+def test_english_words_are_known_with_their_endings_and_typos_are_not():
+    from loaders.synonyms import is_english
+
+    for word in ("come", "made", "where", "films", "directed", "featuring", "categories", "penned", "tongues",
+                 "classify", "belong", "keywords", "writers"):
+        assert is_english(word), word
+    for typo in ("dirceted", "fims", "flim", "wrte", "langage", "whcih", "moveis", "acotr", "movis", "relased"):
+        assert not is_english(typo), typo
