@@ -93,11 +93,19 @@ def _longest(words: Sequence[re.Match]) -> re.Match:
     return max(words, key=lambda m: (len(m.group()), -m.start()))
 
 
-def _typo_span(text: str, names: Sequence[str]) -> tuple[int, int] | None:
+def _name_span(text: str, names: Sequence[str]) -> tuple[int, int] | None:
+    """Where the longest of ``names`` found in ``text`` stands (``find_span``); None when none is."""
     for name in sorted((n for n in names if n), key=len, reverse=True):
         span = find_span(text, name)
         if span is not None:
             return span
+    return None
+
+
+def _typo_span(text: str, names: Sequence[str]) -> tuple[int, int] | None:
+    span = _name_span(text, names)
+    if span is not None:
+        return span
     words = [m for m in re.finditer(r"[^\W\d_]+", text) if len(m.group()) >= MIN_TYPO_WORD]
     if not words:
         return None
@@ -140,11 +148,7 @@ def word_typo(text: str, rng: random.Random, names: Sequence[str] = ()) -> str:
     """One typo in a word of the question outside the first of ``names`` found in it: a word of
     ``MIN_WORD_TYPO`` letters or more ("who dirceted X", "whcih films"), chosen at random; ``text``
     as it is when it has none."""
-    span = None
-    for name in sorted((n for n in names if n), key=len, reverse=True):
-        span = find_span(text, name)
-        if span is not None:
-            break
+    span = _name_span(text, names)
     words = [m for m in re.finditer(r"[^\W\d_]+", text) if len(m.group()) >= MIN_WORD_TYPO
              and (span is None or m.end() <= span[0] or m.start() >= span[1])]
     if not words:
@@ -163,11 +167,7 @@ def no_punctuation(text: str) -> str:
 def keywords(text: str, names: Sequence[str] = ()) -> str:
     """``text`` as search keywords: its words outside the first of ``names`` found in it, less
     ``FUNCTION_WORDS``, and that name as written; kept as it is when nothing would be left."""
-    span = None
-    for name in sorted((n for n in names if n), key=len, reverse=True):
-        span = find_span(text, name)
-        if span is not None:
-            break
+    span = _name_span(text, names)
     start, end = span if span is not None else (len(text), len(text))
 
     def words(part: str) -> list[str]:
