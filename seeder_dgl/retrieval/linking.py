@@ -68,6 +68,11 @@ class Token:
     """As written, without apostrophes: what letter case is compared on."""
     start: int
     end: int
+    possessive: bool = False
+    """Written with a possessive ending ("Paul's", "Paul’s"): a name may end before it."""
+
+
+POSSESSIVE = re.compile(r"['’`][sS]$")
 
 
 def tokenize(text: str) -> list[Token]:
@@ -75,7 +80,7 @@ def tokenize(text: str) -> list[Token]:
     out = []
     for m in WORD.finditer(text):
         raw = m.group().translate(APOSTROPHES)
-        out.append(Token(fold(raw), raw, m.start(), m.end()))
+        out.append(Token(fold(raw), raw, m.start(), m.end(), bool(POSSESSIVE.search(m.group()))))
     return out
 
 
@@ -227,6 +232,13 @@ def mention_table(question: str, hits: Sequence[dict], word_rates: dict[str, flo
             compacts.append("".join(t.norm for t in tokens[i:i + length]))
     span_start, span_len = np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
     dist = cdist([f.compact for f in forms], compacts, scorer=OSA.distance, dtype=np.int32, workers=1).astype(np.int64)
+    # A span ending in a possessive ("more films from Paul's director") also matches a name without
+    # its 's': the apostrophe is dropped with the others, and "pauls" would be a typo of "Paul".
+    owned = np.flatnonzero([tokens[a + w - 1].possessive for a, w in zip(starts, lengths)])
+    if owned.size:
+        bare = cdist([f.compact for f in forms], [compacts[j][:-1] for j in owned], scorer=OSA.distance,
+                     dtype=np.int32, workers=1).astype(np.int64)
+        dist[:, owned] = np.minimum(dist[:, owned], bare)
     # Spans of one word fewer (joined words, a dropped stop word) to one more than the name.
     gap = np.abs(span_len[None, :] - name_words[:, None])
     key = np.where(gap <= 1, dist * 1_000_000 + gap * 1000 + span_start[None, :], np.iinfo(np.int64).max)
@@ -292,7 +304,10 @@ def mention_table(question: str, hits: Sequence[dict], word_rates: dict[str, flo
         a, w = int(s0[i]), int(width[i])
         spans.append((tokens[a].start, tokens[a + w - 1].end) if matched[j] or is_partial[j] else (0, 0))
         feats[i, _F["name_upper"]] = form.has_upper
-        feats[i, _F["cased"]] = e[i] == 0 and tuple(t.raw for t in tokens[a:a + w]) == form.raw
+        raw = [t.raw for t in tokens[a:a + w]]
+        if tokens[a + w - 1].possessive and (len(form.raw) == len(raw) and raw[-1][:-1] == form.raw[-1]):
+            raw[-1] = raw[-1][:-1]
+        feats[i, _F["cased"]] = e[i] == 0 and tuple(raw) == form.raw
         feats[i, _F["token_recall"]] = sum(1 for word in form.norm if word in q_norms) / max(len(form.norm), 1)
     # Among matched candidates: the longest span, and spans inside another's longer span.
     m = feats[:, _F["match"]] > 0

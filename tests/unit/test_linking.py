@@ -94,6 +94,21 @@ def test_spans_match_names_whatever_the_case_accents_punctuation_and_a_typo():
     assert mention_table("who directed heta", [hit(5, "Heat")]).features[0, F["match"]] == 1
 
 
+def test_a_name_ends_before_a_possessive_with_no_edit():
+    hits = [hit(1, "Paul"), hit(2, "More", score=2.0), hit(3, "Ocean's Eleven"), hit(4, "Kate Mara")]
+    for question, node, words in (("more films from Paul's director", 1, "Paul's"),
+                                  ("more films from Paul’s director", 1, "Paul’s"),
+                                  ("who directed Ocean's Eleven's sequel", 3, "Ocean's Eleven's"),
+                                  ("who is kate mara's sister", 4, "kate mara's")):
+        m = mention_table(question, hits)
+        j = next(j for j, h in enumerate(m.hits) if h["id"] == node)
+        assert m.span_text(j) == words and m.features[j, F["edits"]] == 0
+        assert m.features[j, F["exact"]] == 1 and m.features[j, F["cased"]] == (node != 4)
+    # Only a possessive: "Pauls" is a typo of "Paul", and "Paula's" no possessive of it.
+    assert mention_table("films by Pauls", hits[:1]).features[0, F["edits"]] == 1
+    assert mention_table("films by Paula's son", hits[:1]).features[0, F["edits"]] >= 1
+
+
 def test_a_name_of_several_words_is_matched_by_its_last_word_where_the_profile_asks():
     hits = [hit(1, "Colin Hanks", score=3.0), hit(2, "Tom Hanks", score=2.0), hit(3, "Hanks Street Blues", 1.0),
             hit(4, "Ang Lee"), hit(5, "Hi Fi")]
