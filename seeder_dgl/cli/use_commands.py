@@ -213,7 +213,8 @@ def eval_command(
                                               "(funnel-seeder.md)."),
     perturb: str = typer.Option(None, help="Also the same questions as people type them, scored beside them "
                                            "(typed.md): a comma list of lower, typo (in the topic's name), nopunct, "
-                                           "shuffle-case, keywords (function words dropped), filler (chat words "
+                                           "shuffle-case, keywords (function words dropped), phrase (question words "
+                                           "cut off at either end), filler (chat words "
                                            "around it), surname (a person by the last word of the name), word-typo "
                                            "(in a word outside the name), or combinations such as lower+typo; "
                                            "fixed seed."),

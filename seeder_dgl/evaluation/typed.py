@@ -1,7 +1,7 @@
 """`eval --perturb`: the same questions as people type them, scored beside the questions as written.
 
 Each perturbation (``loaders.perturb``: ``lower``, ``typo``, ``nopunct``, ``shuffle-case``,
-``keywords``, ``filler``, ``surname``, ``word-typo`` and their ``+`` combinations) turns every evaluated question into a typed
+``keywords``, ``phrase``, ``filler``, ``surname``, ``word-typo`` and their ``+`` combinations) turns every evaluated question into a typed
 one, from a fixed seed; the typo (and the surname) goes into the question's topic entity where the dataset marks it. Every method then runs
 on the typed questions exactly as on the written ones (embedded again, linked again, expanded
 again), and ``typed.md`` / ``typed.json`` put the two side by side, overall and per hop count.

@@ -73,6 +73,20 @@ def test_keywords_drop_function_words_but_keep_the_name_whole():
     assert perturb("what films did Tom Hanks star in", "lower+keywords", rng, ["Tom Hanks"]) == "films tom hanks star"
 
 
+def test_phrase_drops_function_words_at_either_end_and_never_cuts_the_name():
+    rng = random.Random(0)
+    assert perturb("what is a movie written by Tom Hanks?", "phrase", rng, ["Tom Hanks"]) == \
+        "movie written by Tom Hanks"
+    assert perturb("the screenwriter X co-wrote films with who", "phrase", rng, ["X"]) == "screenwriter X co-wrote films"
+    # the name's own function words stay: it starts the phrase
+    assert perturb("who directed The Who?", "phrase", rng, ["The Who"]) == "directed The Who"
+    assert perturb("Tom Hanks directed which films", "phrase", rng, ["Tom Hanks"]) == "Tom Hanks directed which films"
+    assert perturb("what is The Thing", "phrase", rng, ["The Thing"]) == "what is The Thing"  # only the name left
+    assert perturb("who is it?", "phrase", rng) == "who is it?"
+    assert perturb("What films did Tom Hanks star in?", "lower+phrase", rng, ["Tom Hanks"]) == \
+        "films did tom hanks star"
+
+
 def test_filler_puts_chat_words_around_the_question_and_keeps_it_whole():
     from loaders.perturb import CLOSINGS, OPENINGS, TYPED_MIX
 
@@ -114,7 +128,7 @@ def test_surname_names_a_person_by_the_last_word_and_keeps_other_names():
 
 def test_kinds_compose_are_checked_and_are_deterministic():
     assert check_kinds("lower, typo,lower+typo,lower") == ["lower", "typo", "lower+typo"]
-    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case", "keywords", "filler", "surname",
+    assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case", "keywords", "phrase", "filler", "surname",
                                   "word-typo"}
     assert "word-typo" not in TYPED_MIX  # measured, not trained on: the prior spells such words
     for bad in ("upper", "lower+caps", ""):
