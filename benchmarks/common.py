@@ -80,6 +80,21 @@ def hit_rates(ranked: list[list[int]], answers: list[set], idx: list[int], k: in
             f"hit@{k}": round(float(np.mean([bool(set(ranked[i][:k]) & answers[i]) for i in idx])), 4)}
 
 
+def written_and_typed(retriever, rows: list[tuple], typed_name: str, k: int):
+    """Rows (..., written question, typed question, answer ids) as their last three fields, asked both
+    ways through ``retriever``: a function from a row predicate to ``{form: hit_rates}`` over the rows
+    it picks, the forms "as written" and ``typed_name``."""
+    found = {form: ranked_ids(retriever, [r[column] for r in rows], k)
+             for form, column in (("as written", -3), (typed_name, -2))}
+    answers = [r[-1] for r in rows]
+
+    def hits(pick) -> dict:
+        idx = [i for i, r in enumerate(rows) if pick(r)]
+        return {form: hit_rates(ranked, answers, idx, k) for form, ranked in found.items()}
+
+    return hits
+
+
 STACK_PACKAGES = ("torch", "numpy", "pandas", "transformers", "sentence-transformers", "neo4j", "dgl")
 
 

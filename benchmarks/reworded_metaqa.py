@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import hit_rates, machine, ranked_ids, write_result  # noqa: E402
+from benchmarks.common import machine, write_result, written_and_typed  # noqa: E402
 
 # The films a topic entity is linked to, by its role: how a 2-hop question names its first hop.
 FILMS_OF = {
@@ -117,17 +116,9 @@ def main() -> None:
                 break
 
     retriever = Retriever("metaqa", method="seeder", checkpoint=args.checkpoint)
-    found = {form: ranked_ids(retriever, [r[column] for r in rows], args.k)
-             for form, column in (("as written", 2), ("reworded", 3))}
-    answers = [r[4] for r in rows]
-
-    def hits(form: str, pick) -> dict:
-        return hit_rates(found[form], answers, [i for i, r in enumerate(rows) if pick(r)], args.k)
-
-    table = {f"{hops}-hop": {form: hits(form, lambda r, h=hops: r[0] == h) for form in found} for hops in (1, 2)}
-    by_phrasing = defaultdict(dict)
-    for phrasing in sorted({r[1] for r in rows}):
-        by_phrasing[phrasing] = {form: hits(form, lambda r, p=phrasing: r[1] == p) for form in found}
+    hits = written_and_typed(retriever, rows, "reworded", args.k)
+    table = {f"{hops}-hop": hits(lambda r, h=hops: r[0] == h) for hops in (1, 2)}
+    by_phrasing = {phrasing: hits(lambda r, p=phrasing: r[1] == p) for phrasing in sorted({r[1] for r in rows})}
     payload = {"machine": machine(), "k": args.k, "per_hop": args.per_hop, "checkpoint": args.checkpoint, "table": table,
                "by_phrasing": by_phrasing}
     k = f"hit@{args.k}"

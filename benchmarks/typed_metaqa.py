@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import hit_rates, machine, ranked_ids, write_result  # noqa: E402
+from benchmarks.common import machine, write_result, written_and_typed  # noqa: E402
 
 OPENINGS = ("hi,", "hello there,", "i was wondering", "could u tell me", "hey there, quick one:", "i need to know")
 """Chat before a question, none of them among ``loaders.perturb.OPENINGS``."""
@@ -97,16 +97,12 @@ def main() -> None:
                 break
 
     retriever = Retriever("metaqa", method="seeder", checkpoint=args.checkpoint)
-    found = {"as written": ranked_ids(retriever, [r[2] for r in rows], args.k),
-             "typed": ranked_ids(retriever, [r[3] for r in rows], args.k)}
-    answers = [r[4] for r in rows]
-
+    hits = written_and_typed(retriever, rows, "typed", args.k)
     table = {}
     for kind in ("chat", "surname"):
         for hops in (1, 2, 3):
-            idx = [i for i, r in enumerate(rows) if r[0] == kind and r[1] == hops]
-            if idx:
-                table[f"{kind} {hops}-hop"] = {form: hit_rates(found[form], answers, idx, args.k) for form in found}
+            if any(r[0] == kind and r[1] == hops for r in rows):
+                table[f"{kind} {hops}-hop"] = hits(lambda r, f=kind, h=hops: r[0] == f and r[1] == h)
     k = f"hit@{args.k}"
     payload = {"machine": machine(), "k": args.k, "per_hop": args.per_hop, "checkpoint": args.checkpoint,
                "openings": OPENINGS, "closings": CLOSINGS, "table": table}  # no question text of the dataset
