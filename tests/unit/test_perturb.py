@@ -131,6 +131,7 @@ def test_kinds_compose_are_checked_and_are_deterministic():
     assert set(PERTURBATIONS) == {"lower", "typo", "nopunct", "shuffle-case", "keywords", "phrase", "filler", "surname",
                                   "word-typo"}
     assert "word-typo" not in TYPED_MIX  # measured, not trained on: the prior spells such words
+    assert "phrase" not in TYPED_MIX  # measured: training on it read search phrases no better
     for bad in ("upper", "lower+caps", ""):
         with pytest.raises(ValueError):
             check_kinds(bad)
