@@ -36,6 +36,8 @@ def fold(text: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
 
+POSSESSIVE = re.compile(r"['’`][sS]$")
+"""A possessive ending of a question word ("Paul's"): a name may end before it."""
 _CHUNK = re.compile(r"\w(?:[\w'.]*\w)?")
 """A word as Lucene's standard tokenizer keeps it: underscores, inner periods and apostrophes inside
 ('Virginia_gubernatorial_election', 'T.J', "O'Malley"), so a name written that way is one term."""
@@ -77,6 +79,11 @@ class NameQuery:
         words = [m.group().lower() for m in list(WORD.finditer(question))[:MAX_TERMS]]
         terms = [_term(w, self.plain) for w in words]
         seen = set(words)
+        for w in words:  # "paul's" also as "paul": fuzzy, the name scores as a typo of the word
+            bare = POSSESSIVE.sub("", w)
+            if bare != w and bare not in seen:
+                seen.add(bare)
+                terms.append(_term(bare, self.plain))
         for m in list(_CHUNK.finditer(question))[:MAX_TERMS]:
             chunk = m.group().lower()
             if chunk not in seen:

@@ -40,7 +40,7 @@ from typing import Sequence
 
 import numpy as np
 
-from seeder_dgl.graphstore.name_index import APOSTROPHES, MAX_TERMS, STOP_WORDS, WORD, NameQuery, fold
+from seeder_dgl.graphstore.name_index import APOSTROPHES, MAX_TERMS, POSSESSIVE, STOP_WORDS, WORD, NameQuery, fold
 from seeder_dgl.threads import fixed_threads
 
 MIN_FUZZY_NAME = 4
@@ -70,9 +70,6 @@ class Token:
     end: int
     possessive: bool = False
     """Written with a possessive ending ("Paul's", "Paul’s"): a name may end before it."""
-
-
-POSSESSIVE = re.compile(r"['’`][sS]$")
 
 
 def tokenize(text: str) -> list[Token]:

@@ -30,6 +30,10 @@ def test_lucene_query_escapes_neutralises_operators_and_fuzzes_long_words():
     assert words == ["what~1", "films~1", "did", "mike~1", "o'malley~1", "act", "in"]
     assert lucene_query("Schwarzenegger") == "schwarzenegger~2"  # eight letters or more: two edits
     assert lucene_query("with the movies") == "with the movies~1"  # stop words are never fuzzy
+    # A possessive word is also asked without its ending, so the name scores as a match of a word.
+    assert lucene_query("more films from Paul's director").split() == \
+        ["more~1", "films~1", "from~1", "paul's~1", "director~2", "paul~1"]
+    assert "mara~1" in lucene_query("Kate Mara’s sister").split()
     # The dataset's question words are asked exactly (the linker's plain_words), in any case.
     assert lucene_query("WHAT Films did Tom Hanks star in", frozenset({"what", "films", "star"})) == \
         "what films did tom hanks~1 star in"
