@@ -50,7 +50,7 @@ none of them in ``OPENINGS`` or ``CLOSINGS``) scored 0.845 to 0.910 against 0.98
 form of ``eval --perturb`` moved by 0.007 at most, ``phrase`` itself 0.988 against 0.986 (MLPQ
 0.907 against the checkpoint without it), and MetaQA's validation questions asked as search phrases
 of ``benchmarks/phrased_metaqa.py`` read no better (0.873 / 0.897 at 1 / 2 hops against 0.885 /
-0.897): "movies written by X" stayed a two-hop question to the prior, which had "movie written by X"
+0.920): "movies written by X" stayed a two-hop question to the prior, which had "movie written by X"
 as one hop only in the singular."""
 PARTIAL_NAMES_MIX = TYPED_MIX + ("surname",)
 """The training mix where the profile links names by their last word too (``partial_names``)."""
