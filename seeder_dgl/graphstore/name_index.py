@@ -79,7 +79,7 @@ class NameQuery:
         words = [m.group().lower() for m in list(WORD.finditer(question))[:MAX_TERMS]]
         terms = [_term(w, self.plain) for w in words]
         seen = set(words)
-        for w in words:  # "paul's" also as "paul": fuzzy, the name scores as a typo of the word
+        for w in words:  # "paul's" also as "paul": asked only as written, 'Paul' scored as a typo of it
             bare = POSSESSIVE.sub("", w)
             if bare != w and bare not in seen:
                 seen.add(bare)
