@@ -5,9 +5,9 @@ King", "Jaws director", "actors in Steven Spielberg's films". This probe asks 1-
 validation questions as phrases of its own (``PHRASES``, chosen per relation-path label, half of
 them in lower case) and scores them beside the questions as written.
 
-Training mixes in ``phrase`` (``loaders.perturb``): a training question with the question words and
-auxiliaries at either end cut off ("what is a movie written by X" -> "movie written by X"). Some of
-this probe's phrases are such a cut of a training question (up to the singular and plural of a
+``loaders.perturb.phrase`` (an ``eval --perturb`` kind, not in the training mix) cuts the question
+words and auxiliaries at either end of a question ("what is a movie written by X" -> "movie
+written by X"). Some of this probe's phrases are such a cut of a training question (up to the singular and plural of a
 word they are not); the table marks them ``cut of a training question`` by comparing their
 wording with every training question's ``phrase`` form, so the others show phrasings that training
 never saw in any form. It is a measurement, not a tuning set: nothing in the package reads it.
@@ -101,8 +101,8 @@ def main() -> None:
           + (f" --checkpoint {args.checkpoint}" if args.checkpoint else "") + "`. The same validation questions "
           "as written and as search phrases of the benchmark's own (`PHRASES`, half of them in lower case), through "
           "`Retriever('metaqa', method='seeder').retrieve_many`. A phrase is a cut of a training question when it "
-          "words like a training question with its question words cut off (`loaders.perturb.phrase`, what "
-          "training mixes in), up to plurals.", "",
+          "words like a training question with its question words cut off (`loaders.perturb.phrase`), up to "
+          "plurals.", "",
           f"| questions | n | written Hit@1 | phrased Hit@1 | written Hit@{args.k} | phrased Hit@{args.k} |",
           "|---|---:|---:|---:|---:|---:|"]
     for name, row in table.items():
