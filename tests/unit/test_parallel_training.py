@@ -302,7 +302,10 @@ def test_ctrl_c_in_the_first_epoch_exits_at_once_and_leaves_no_worker(tmp_path, 
     script.write_text(_CTRL_C_SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script), str(marker), str(after), str(tmp_path / "run")],
                             cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env={**os.environ, "COLUMNS": "200"})
+                            text=True, start_new_session=True, env={**os.environ, "COLUMNS": "200"},
+                            # Ctrl-C handled whatever this process inherited: a shell's background job
+                            # starts with SIGINT ignored, and Python then installs no handler for it.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not marker.exists() or not marker.read_text():
