@@ -6,14 +6,23 @@ Neo4j. Questions are read from their files (they are not part of the graph).
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from loaders.files import find_graph_files, load_graph_files
 from loaders.kg import KnowledgeGraph, QASet
+from loaders.metaqa import default_root, load_metaqa, load_metaqa_kb, load_metaqa_qa_file
+from loaders.questions import NodeResolver, load_question_table
+from loaders.stark import fetch_skb, load_skb, load_stark_qa
+from loaders.synthetic import relation_tracing
 from seeder_dgl.errors import SeederError, check_dataset_name
+from seeder_dgl.fileio import atomic_write_json
+from seeder_dgl.graphstore.connection import open_driver
+from seeder_dgl.graphstore.export import export_names
 from seeder_dgl.paths import project_root
 from seeder_dgl.settings import settings
 
@@ -111,13 +120,9 @@ class DatasetSpec:
 
 def _stark(name: str) -> DatasetSpec:
     def graph(source):
-        from loaders.stark import fetch_skb, load_skb
-
         return load_skb(fetch_skb(name, cache_root() / "stark", source), name)
 
     def questions(source, _kg):
-        from loaders.stark import load_stark_qa
-
         return load_stark_qa(settings().stark_qa, name)
 
     seeds = 10 if name == "amazon" else 3
@@ -127,16 +132,12 @@ def _stark(name: str) -> DatasetSpec:
 
 def _metaqa() -> DatasetSpec:
     def graph(source):
-        from loaders.metaqa import default_root, load_metaqa_kb
-
         root = Path(source) if source else default_root()
         if root is None:
             raise SeederError("no MetaQA folder found: pass --source DIR holding kb.txt and qa/{1,2,3}-hop/dev.txt")
         return load_metaqa_kb(root / "kb.txt")[0]
 
     def questions(source, _kg):
-        from loaders.metaqa import load_metaqa
-
         return load_metaqa(source)[1]
 
     # 'deep': one full-text-linked seed and three hops within B = 500, chosen on the
@@ -152,13 +153,9 @@ def _metaqa() -> DatasetSpec:
 
 def _synthetic() -> DatasetSpec:
     def graph(source):
-        from loaders.synthetic import relation_tracing
-
         return relation_tracing(seed=0)[0]
 
     def questions(source, _kg):
-        from loaders.synthetic import relation_tracing
-
         return relation_tracing(seed=0)[1]
 
     return DatasetSpec("synthetic", "relation-tracing graph with compositional queries (generated, seed 0)",
@@ -236,8 +233,6 @@ def remove_dataset_folder(name: str, cache: Path | None = None) -> list[str]:
 
 
 def read_manifest(name: str) -> dict | None:
-    import json
-
     path = dataset_dir(name) / MANIFEST
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -248,8 +243,6 @@ def read_manifest(name: str) -> dict | None:
 
 
 def write_manifest(name: str, manifest: dict) -> None:
-    from seeder_dgl.fileio import atomic_write_json
-
     atomic_write_json(dataset_dir(name) / MANIFEST, manifest)
 
 
@@ -263,10 +256,6 @@ def tuned_settings(manifest: dict | None) -> RetrievalDefaults | None:
 
 def node_resolver(dataset: str):
     """Names and source ids of the dataset's nodes as Neo4j holds them, for matching question files."""
-    from loaders.questions import NodeResolver
-    from seeder_dgl.graphstore.connection import open_driver
-    from seeder_dgl.graphstore.export import export_names
-
     with open_driver() as driver:
         return NodeResolver.from_nodes(*export_names(driver, dataset))
 
@@ -277,12 +266,8 @@ def load_user_questions(dataset: str, path: str | os.PathLike) -> QASet:
     path = Path(path).expanduser()
     resolver = node_resolver(dataset)
     if path.suffix.lower() == ".txt":
-        from loaders.metaqa import load_metaqa_qa_file
-
         lookup = {name: ids[0] for name, ids in resolver.by_name.items()}
         return load_metaqa_qa_file(path, None, lookup=lookup)
-    from loaders.questions import load_question_table
-
     return load_question_table(path, resolver, dataset)
 
 
@@ -297,8 +282,6 @@ def user_spec(name: str, manifest: dict) -> DatasetSpec:
                            base.default_profile, builtin=False, train_defaults=fmt)
 
     def graph(src):
-        from loaders.files import find_graph_files, load_graph_files
-
         return load_graph_files(find_graph_files(src or source), name).kg
 
     def questions(src, _kg):

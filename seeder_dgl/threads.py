@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -31,8 +32,6 @@ def configure_threads(num_threads: int | None = None) -> dict[str, Any]:
     an OpenMP runtime loaded after this call (DGL's usually is; torch's is if nothing imported
     torch yet). A user's ``OMP_NUM_THREADS`` is left alone. Returns what was decided.
     """
-    import sys
-
     user = os.environ.get("OMP_NUM_THREADS")
     n = None if user else int(num_threads or default_threads())
     if n is not None:

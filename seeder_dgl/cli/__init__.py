@@ -4,9 +4,9 @@ Every command that fails for a reason the user can fix prints one line (``error:
 exits 1; tracebacks are for bugs only.
 
 Each command imports what it runs inside its own body: `seeder-dgl --help` and `neo4j status`
-answer in a fraction of a second instead of loading torch, sentence-transformers and the driver
-(the only function-local imports of the package besides optional extras and `seeder_dgl.__init__`'s
-lazy `Retriever`).
+answer in a fraction of a second instead of loading torch, sentence-transformers and the driver.
+Elsewhere imports stand at the top of their module, except optional extras and slow libraries
+(`tests/unit/test_local_imports.py` lists which).
 """
 from __future__ import annotations
 

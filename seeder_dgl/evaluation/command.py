@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+from rich.console import Console
+from rich.table import Table
 
 from loaders.kg import QASet, Query
 from loaders.metaqa import load_metaqa_qa_file
@@ -36,7 +38,7 @@ from seeder_dgl.datasets import (
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError, check_dataset_name
 from seeder_dgl.evaluation import plots, report, typed
-from seeder_dgl.evaluation.diagnose import STAGES, render_markdown
+from seeder_dgl.evaluation.diagnose import STAGES, diagnose, render_markdown, seeded_flags
 from seeder_dgl.evaluation.evaluate import (
     BASELINES,
     SEEDER,
@@ -218,7 +220,7 @@ def _load_policies(plan: MethodPlan, info, explicit: set[str], uses_prior: bool)
     if not plan.checkpoints:
         return policies, trained, notes
     try:  # torch and the model: an install without them still evaluates the other methods
-        from seeder_dgl.inference import load_policy
+        from seeder_dgl.inference import load_policy, load_trained_retriever
     except ImportError as exc:
         if explicit & set(plan.checkpoints):
             raise SeederError(f"SeedER checkpoints cannot be loaded in this install ({exc})") from None
@@ -226,8 +228,6 @@ def _load_policies(plan: MethodPlan, info, explicit: set[str], uses_prior: bool)
     for name, path in plan.checkpoints.items():
         try:
             if _has_trained_retriever(path):
-                from seeder_dgl.inference import load_trained_retriever
-
                 loaded = load_trained_retriever(path.parent, info, checkpoint=path.name)
                 policies[name], trained[name] = loaded.policy, loaded.settings
             else:
@@ -277,8 +277,6 @@ def sample_indices(n: int, size: int | None, seed: int = 0) -> np.ndarray:
 
 def diagnose_method(method: PolicyRetriever, queries: Sequence[Query], query_emb: np.ndarray):
     """The funnel of one SeedER method over exactly the subgraphs it ranks (reused or computed)."""
-    from seeder_dgl.evaluation.diagnose import diagnose, seeded_flags
-
     found = [method.subgraph(q.text, e) for q, e in zip(queries, query_emb)]
     records = [attach_labels(sub, q.answers) for (_, sub), q in zip(found, queries)]
     graph = method.graph
@@ -302,9 +300,6 @@ def save_funnel(funnel, out_dir: Path, name: str, title: str) -> Path:
 
 def render_funnel(funnel, title: str):
     """A rich table of the funnel by hop count (or overall when the questions have no hop count)."""
-    from rich.table import Table
-
-
     table = Table(title=title)
     for column in ("questions", "group", *STAGES):
         table.add_column(column, justify="right")
@@ -338,9 +333,6 @@ def run_eval(dataset: str, *, split: str = "val", qa_file: str | Path | None = N
     ``loaders.perturb`` kinds), scored beside them in ``typed.{json,md}`` (with ``diagnose``, a
     funnel per kind too).
     """
-    from rich.console import Console
-
-
     check_dataset_name(dataset)
     console = console or Console()
     started = time.perf_counter()

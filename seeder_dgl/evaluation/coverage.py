@@ -8,9 +8,12 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
+from rich.console import Console
 from rich.progress import Progress
+from rich.table import Table
 
 from loaders.kg import Query
 from seeder_dgl.datasets import cache_root, get_spec
@@ -106,12 +109,6 @@ DEFAULT_SETTINGS = {
 def run_coverage(dataset: str, *, split: str = "val", per_group: int = 300, settings: list[CoverageSetting] | None = None,
                  engine: str = "memory", source: str | None = None, out=None, seed_value: int = 0) -> list[dict]:
     """Coverage of seeds and subgraphs on a sample of ``per_group`` questions per hop count."""
-    from pathlib import Path
-
-    from rich.console import Console
-    from rich.table import Table
-
-
     spec = get_spec(dataset)
     qa = spec.load_questions(source, None)
     queries = qa.split(split)

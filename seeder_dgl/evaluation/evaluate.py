@@ -16,6 +16,7 @@ beam, PCST) on a graph with one profile's settings; SeedER is ``retrieval.policy
 """
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
+from rich.progress import Progress
 
 from loaders.kg import Query
 from seeder_dgl.datasets import profile_prefix
@@ -179,8 +181,6 @@ def evaluate(methods: Mapping[str, MethodLike], queries: Sequence[Query], query_
     depth = int(depth or k)
     info = dict(info or {})
     results: dict[str, MethodResult] = {}
-    from rich.progress import Progress
-
     with Progress(disable=not progress, transient=True) as bars:
         for name, method in methods.items():
             run = _runner(method, queries, query_emb, depth)
@@ -223,9 +223,6 @@ def cached_subgraphs(folder: Path, settings: RetrievalSettings) -> tuple[dict[in
 
     Returns ({}, why) when there is no usable cache (missing, other settings, damaged).
     """
-    import json
-
-
     folder = Path(folder)
     manifest = folder / "manifest.json"
     if not manifest.exists():
@@ -255,8 +252,6 @@ def cached_subgraphs(folder: Path, settings: RetrievalSettings) -> tuple[dict[in
 
 def run_profile(run_dir: Path) -> str:
     """The retrieval profile a run folder was trained on (its config.json; 'paper' before profiles existed)."""
-    import json
-
     try:
         return json.loads((Path(run_dir) / "config.json").read_text())["config"].get("profile", "paper")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

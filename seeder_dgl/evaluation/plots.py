@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from rich.progress import Progress
 
 from loaders.kg import Query, atomic_write
 from seeder_dgl.metrics import batch_metrics
@@ -92,8 +93,6 @@ def budget_sweep(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, 
            "dense": {m: [] for m in (*SWEEP_METRICS, "size")}, "khop": {m: [] for m in (*SWEEP_METRICS, "size")}}
     if not sweep:
         return out
-    from rich.progress import Progress
-
     top = max(sweep)
     dense_ranked = [dense_topk(node_emb, q, top)[0] for q in query_emb]
     seeded = [dense_topk(node_emb, q, seeds) for q in query_emb]

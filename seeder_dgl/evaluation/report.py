@@ -22,6 +22,9 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from rich.console import Console
+from rich.table import Table
+
 from loaders.kg import atomic_write
 from seeder_dgl.evaluation.evaluate import EvalResult
 
@@ -69,9 +72,6 @@ def _title(result: EvalResult) -> str:
 # ---------------------------------------------------------------------------------------------
 def render(result: EvalResult, console=None) -> None:
     """Print the comparison table, then one table per breakdown (hops, qtype) that is short enough."""
-    from rich.console import Console
-    from rich.table import Table
-
     console = console or Console()
     metrics = table_metrics(result)
     table = Table(title=_title(result))

@@ -13,6 +13,9 @@ import json
 import time
 from dataclasses import replace
 
+from rich.console import Console
+from rich.table import Table
+
 from loaders.kg import Query
 from seeder_dgl.datasets import (TUNED, TUNE_RECORD, RetrievalDefaults, dataset_dir, get_spec, read_manifest,
                                  write_manifest)
@@ -106,10 +109,6 @@ def _with_prior(graph, sample: list[Query], emb, chosen: dict, linker, prior) ->
 
 def run_tune(dataset: str, *, questions: str | None = None, console=None, seed: int = 0) -> dict:
     """Run the candidates, store the choice, return it (also written to ``<cache>/<dataset>/tune.json``)."""
-    from rich.console import Console
-    from rich.table import Table
-
-
     console = console or Console()
     spec = get_spec(dataset)
     if spec.load_questions is None:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
+from rich.table import Table
 
 from loaders.kg import Query
 from loaders.perturb import perturb_all
@@ -80,8 +81,6 @@ def to_markdown(table: dict[str, dict], title: str, examples: dict[str, list[str
 
 
 def render(table: dict[str, dict], title: str):
-    from rich.table import Table
-
     out = Table(title=f"{title}: questions as people type them")
     for column in ("questions as", "method", "Hit@1", "Hit@5", "Recall@20", "MRR"):
         out.add_column(column, justify="left" if column in ("questions as", "method") else "right")

@@ -12,6 +12,7 @@ from neo4j import AsyncDriver, AsyncGraphDatabase, Driver, GraphDatabase
 from neo4j.exceptions import AuthError, ClientError, DriverError, Neo4jError, ServiceUnavailable
 
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.settings import settings
 
 
@@ -107,8 +108,6 @@ def describe_neo4j_error(exc: Exception, what: str) -> str:
 
 def server_components(driver: Driver, database: str | None = None) -> dict[str, Any]:
     """Name, versions and edition as ``CALL dbms.components()`` reports them."""
-    from seeder_dgl.graphstore.cypher import query
-
     records, _, _ = driver.execute_query(query("admin/components"), database_=database)
     row = records[0]
     return {"name": row["name"], "versions": list(row["versions"]), "edition": row["edition"]}

@@ -28,6 +28,8 @@ from neo4j import READ_ACCESS, Driver
 from neo4j.exceptions import DriverError, Neo4jError
 
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.connection import describe_neo4j_error
+from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.versions import NEO4J_VERSION, required_java
 from seeder_dgl.paths import NEO4J_PROCEDURES
 from seeder_dgl.settings import check_khop, settings
@@ -116,9 +118,6 @@ _INSTALLED_LOCK = threading.Lock()
 
 def server_has_procedures(driver: Driver, database: str | None = None) -> bool:
     """True when the server behind ``driver`` lists every seeder.* procedure this version calls."""
-    from seeder_dgl.graphstore.connection import describe_neo4j_error
-    from seeder_dgl.graphstore.cypher import query
-
     with _INSTALLED_LOCK:
         known = _INSTALLED.get(driver)
     if known is not None:

@@ -21,7 +21,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from neo4j import GraphDatabase
+from neo4j.exceptions import DriverError, Neo4jError
+
 from seeder_dgl.errors import SeederError
+from seeder_dgl.graphstore.procedures import ProceduresError, build_jar
 from seeder_dgl.graphstore.versions import NEO4J_VERSION, check_version, parse_version, required_java
 from seeder_dgl.paths import NEO4J_POM, project_root
 from seeder_dgl.settings import settings
@@ -294,8 +298,6 @@ class LocalNeo4j:
         None, with the reason in ``procedures_problem``, when it cannot be built. A server without
         the procedures still serves every command (K-hop runs through Cypher), so that is no
         reason to refuse a start."""
-        from seeder_dgl.graphstore.procedures import ProceduresError, build_jar
-
         try:
             jar = build_jar(self.settings.plugins_cache, self.settings.version,
                             java or java_for(self.settings.version))
@@ -448,9 +450,6 @@ class LocalNeo4j:
 
     def _bolt_ready(self) -> bool:
         """Bolt accepting TCP is not enough: the default database must be online."""
-        from neo4j import GraphDatabase
-        from neo4j.exceptions import Neo4jError, DriverError
-
         s = self.settings
         try:
             with GraphDatabase.driver(s.uri, auth=(s.user, s.password), connection_timeout=2) as driver:

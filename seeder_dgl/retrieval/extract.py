@@ -7,6 +7,7 @@ that is not on disk; a run with other settings refuses to mix with the cache it 
 """
 from __future__ import annotations
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -112,8 +113,6 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
         per_fold = fold_settings(settings, fold_priors)
     manifest = folder / "manifest.json"
     if manifest.exists() and not overwrite:
-        import json
-
         found = json.loads(manifest.read_text())
         keys = set(wanted) | {"typed", "prior_folds"}  # a cache with them is not one without them
         if {k: found.get(k) for k in keys} != {k: wanted.get(k) for k in keys}:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from loaders.kg import Query
 from loaders.perturb import PARTIAL_NAMES_MIX, TYPED_MIX, perturb
@@ -153,8 +154,6 @@ class _Variant:
 
 
 def _bars(progress: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                     disable=not progress, transient=True)
 

@@ -39,6 +39,8 @@ from functools import cached_property, lru_cache
 from typing import Sequence
 
 import numpy as np
+from rapidfuzz.distance import OSA
+from rapidfuzz.process import cdist
 
 from seeder_dgl.graphstore.name_index import APOSTROPHES, MAX_TERMS, POSSESSIVE, STOP_WORDS, WORD, NameQuery, fold
 from seeder_dgl.threads import fixed_threads
@@ -209,9 +211,6 @@ def mention_table(question: str, hits: Sequence[dict], word_rates: dict[str, flo
     longer match less twice its edits (a partial one less half a letter more), scaled by how
     little its span's words are question words (``word_rates``); then the Lucene score, then the
     hit's position."""
-    from rapidfuzz.distance import OSA
-    from rapidfuzz.process import cdist
-
     question = unicodedata.normalize("NFC", question)
     tokens = tokenize(question)[:MAX_TERMS]
     n, c = len(tokens), len(hits)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
+import socket
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,9 +39,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from seeder_dgl import __version__
-from seeder_dgl.api import METHODS
+from seeder_dgl.api import METHODS, Retriever
+from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError, raised_from
-from seeder_dgl.graphstore.connection import Neo4jUnavailable
+from seeder_dgl.graphstore.async_reads import AsyncReads
+from seeder_dgl.graphstore.connection import Neo4jUnavailable, default_database, open_async_driver, open_driver
+from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.live import DatasetGone
 from seeder_dgl.validation import MAX_K, ValidationError
 
@@ -424,12 +428,6 @@ def open_retrievers(datasets: Sequence[str], *, method: str = "seeder", profile:
     """One Retriever per dataset (every completely ingested dataset in Neo4j when none is named),
     sharing one driver, and one encoder per model (so its question cache is shared too).
     Returns (retrievers, driver); close the driver when done."""
-    from seeder_dgl.api import Retriever
-    from seeder_dgl.embeddings import dataset_encoder
-    from seeder_dgl.graphstore.async_reads import AsyncReads
-    from seeder_dgl.graphstore.connection import default_database, open_async_driver, open_driver
-    from seeder_dgl.graphstore.cypher import query
-
     # Retrieval reads through the async driver of the server's event loop (Retriever.aretrieve_many);
     # loading, warm-up and the other endpoints through the sync one.
     driver = AsyncReads(open_driver(), open_async_driver)
@@ -456,8 +454,6 @@ def open_retrievers(datasets: Sequence[str], *, method: str = "seeder", profile:
 
 def check_address(host: str, port: int) -> None:
     """One-line error now, before minutes of loading, when ``host:port`` cannot be listened on."""
-    import socket
-
     if not 0 < port < 65536:
         raise SeederError(f"--port must be between 1 and 65535, not {port}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

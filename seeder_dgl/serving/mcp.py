@@ -33,7 +33,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from seeder_dgl import __version__
 from seeder_dgl.api import METHODS
 from seeder_dgl.errors import SeederError
-from seeder_dgl.serving.app import ServedDataset, allowed_host_names, choose, prepare
+from seeder_dgl.serving.app import ServedDataset, allowed_host_names, choose, open_retrievers, prepare
 from seeder_dgl.validation import MAX_K, check_k, check_question
 
 MAX_SUBGRAPH_NODES = 500
@@ -160,8 +160,6 @@ def run(server: MCPServer, transport: str = "stdio", *, host: str = "127.0.0.1",
 def open_datasets(names: Sequence[str], *, method: str = "seeder", profile: str | None = None, warm: bool = True):
     """The served datasets (every completely ingested one when ``names`` is empty) and the shared
     driver to close when done."""
-    from seeder_dgl.serving.app import open_retrievers
-
     retrievers, driver = open_retrievers(names, method=method, profile=profile)
     try:
         served = [prepare(r, method, warm=warm) for r in retrievers]

@@ -10,11 +10,13 @@ is cached under ``<cache>/<dataset>/export`` per dataset version, so Neo4j is re
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Console
 
 from seeder_dgl.datasets import (
     DatasetContext,
@@ -75,8 +77,6 @@ def load_features(dataset: str, cache_dir: Path | None = None, uses_prior: bool 
 def _split_summary(folder: Path) -> dict[str, Any]:
     manifest = folder / "manifest.json"
     try:
-        import json
-
         return json.loads(manifest.read_text())
     except (OSError, ValueError):
         return {}
@@ -184,8 +184,6 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
 def point_record_at(dataset: str, profile: str, out_dir: Path) -> None:
     """Make ``out_dir`` the dataset's active run for ``profile`` (``DatasetInfo.active_run``). Under
     the writer lease; while another command writes the dataset, a note says how to use the run instead."""
-    from rich.console import Console
-
     try:
         with open_driver() as driver:
             lease.write_record(driver, dataset, "train", "dataset/set_active_run", "pointing the record at the run",

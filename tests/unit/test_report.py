@@ -238,6 +238,7 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setattr("seeder_dgl.embeddings.TextEncoder", HashEncoder)
     inference_module = types.ModuleType("seeder_dgl.inference")
     inference_module.load_policy = load_policy
+    inference_module.load_trained_retriever = None  # these run folders hold no trained retriever
     monkeypatch.setitem(sys.modules, "seeder_dgl.inference", inference_module)
     return state
 
