@@ -110,7 +110,11 @@ class LoopState:
     def restore(self, state: dict[str, Any]) -> None:
         self.policy.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        try:
+            self.scheduler.load_state_dict(state["scheduler"])
+        except (KeyError, TypeError, ValueError, IndexError):  # another schedule's state (an older release's)
+            raise SeederError("last.pt holds a learning-rate schedule this version does not read: "
+                              "train again without --resume (best.pt is kept)") from None
         restore_rng(state["rng"], self.np_rng, self.gumbel, self.device)
         self.history = list(state["history"])
         self.best_metric, self.best_epoch = float(state["best_metric"]), int(state["best_epoch"])

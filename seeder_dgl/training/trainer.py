@@ -171,19 +171,17 @@ def stop_early(cfg: TrainConfig, epoch: int, best_epoch: int) -> bool:
             and epoch - max(best_epoch, cfg.warmup_epochs) >= cfg.patience)
 
 
-class WarmupCosine:
-    """Learning-rate factor per optimiser step: linear warm-up to 1, then cosine decay to 0."""
-
-    def __init__(self, total_steps: int, warmup_steps: int):
-        self.total, self.warmup = max(int(total_steps), 1), max(int(warmup_steps), 0)
-
-    def __call__(self, step: int) -> float:
-        if step < self.warmup:
-            return (step + 1) / self.warmup
-        if self.total <= self.warmup:
-            return 1.0
-        progress = min((step - self.warmup) / (self.total - self.warmup), 1.0)
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
+def warmup_cosine(optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int
+                  ) -> torch.optim.lr_scheduler.LRScheduler:
+    """torch's schedulers for a linear warm-up to the full rate over ``warmup_steps`` optimiser steps
+    ((step + 1) / warmup_steps), then a cosine decay to 0 at ``total_steps``."""
+    schedulers = torch.optim.lr_scheduler
+    total, warmup = max(int(total_steps), 1), max(int(warmup_steps), 0)
+    decay = schedulers.CosineAnnealingLR(optimizer, T_max=max(total - warmup, 1))
+    if warmup == 0:
+        return decay
+    rise = schedulers.LinearLR(optimizer, start_factor=1 / warmup, end_factor=1.0, total_iters=max(warmup - 1, 1))
+    return schedulers.SequentialLR(optimizer, [rise, decay], milestones=[warmup])
 
 
 def hide_unknown(batch, prep: Preprocessing, generator: torch.Generator, rate: float = UNKNOWN_RELATION_RATE):
@@ -373,8 +371,7 @@ def build_loop(cfg: TrainConfig, features: Features, num_relations: int, relatio
     relation_text = relation_text_table(relation_emb, num_relations) if cfg.relation_text else None
     policy = build_policy(cfg, features.in_dim, num_relations, relation_text, features.prep.num_node_types).to(device)
     optimizer = adamw(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, WarmupCosine(cfg.epochs * steps_per_epoch, cfg.warmup_epochs * steps_per_epoch))
+    scheduler = warmup_cosine(optimizer, cfg.epochs * steps_per_epoch, cfg.warmup_epochs * steps_per_epoch)
     loop = LoopState(policy, optimizer, scheduler, np.random.default_rng(cfg.seed),
                      torch.Generator(device=device).manual_seed(cfg.seed + 1), device)
     if state is not None:

@@ -16,8 +16,8 @@ from seeder_dgl.retrieval.memory import GraphArrays, attach_labels, khop_filter
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training.checkpoint import read_checkpoint
 from seeder_dgl.training.config import TrainConfig
-from seeder_dgl.training.trainer import (WarmupCosine, evaluate_rankings, selection_score, stop_early,
-                                        subgraph_metrics, train)
+from seeder_dgl.training.trainer import (evaluate_rankings, selection_score, stop_early,
+                                        subgraph_metrics, train, warmup_cosine)
 from tests.helpers.graphs import random_embeddings, random_kg
 
 
@@ -125,12 +125,26 @@ def test_subgraph_metrics_divide_by_all_answers():
         subgraph_metrics(rankings[:2], records)
 
 
+def _rates(total: int, warmup: int, steps: int) -> list[float]:
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=2.0)
+    schedule = warmup_cosine(optimizer, total, warmup)
+    rates = []
+    for _ in range(steps):
+        rates.append(optimizer.param_groups[0]["lr"] / 2.0)
+        optimizer.step()
+        schedule.step()
+    return rates
+
+
 def test_warmup_cosine_schedule():
-    schedule = WarmupCosine(total_steps=10, warmup_steps=2)
-    assert [schedule(s) for s in (0, 1)] == [0.5, 1.0]
-    assert schedule(2) == pytest.approx(1.0) and schedule(7) == pytest.approx(0.5 * (1 + math.cos(math.pi * 5 / 8)))
-    assert schedule(10) == pytest.approx(0.0, abs=1e-12)
-    assert WarmupCosine(4, 8)(3) == pytest.approx(0.5)  # warm-up longer than the run: linear throughout
+    rates = _rates(total=10, warmup=2, steps=11)
+    assert rates[:2] == pytest.approx([0.5, 1.0])
+    assert rates[2] == pytest.approx(1.0) and rates[7] == pytest.approx(0.5 * (1 + math.cos(math.pi * 5 / 8)))
+    assert rates[10] == pytest.approx(0.0, abs=1e-12)
+    assert all(a >= b for a, b in zip(rates[1:], rates[2:]))  # no rise after the warm-up
+    assert _rates(4, 8, 4)[3] == pytest.approx(0.5)  # warm-up longer than the run: linear throughout
+    assert _rates(4, 0, 3) == pytest.approx([1.0, 0.5 * (1 + math.cos(math.pi / 4)), 0.5])  # no warm-up
+    assert _rates(3, 1, 3) == pytest.approx([1.0, 1.0, 0.5])  # one warm-up step: the full rate at once
 
 
 # ---------------------------------------------------------------------------------------------- training
