@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from loaders.kg import atomic_write
 from seeder_dgl.caching import BatchLRU
@@ -293,12 +295,11 @@ class TextEncoder:
         fresh: dict[bytes, np.ndarray] = {}
         if todo:
             pending = list(todo.items())
-            progress = None
-            if show_progress and len(pending) > batch_size:
-                from tqdm.auto import tqdm
-
-                progress = tqdm(total=len(pending), desc="encoding", unit="text")
-            try:
+            # Its own console on stderr, as a live display of its own: a caller's bars may be live.
+            with Progress(TextColumn("encoding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                          console=Console(stderr=True), disable=not (show_progress and len(pending) > batch_size)
+                          ) as bars:
+                task = bars.add_task("encoding", total=len(pending))
                 for lo in range(0, len(pending), CHUNK):
                     part = pending[lo:lo + CHUNK]
                     vectors = self._encode_model([t for _, t in part], batch_size)
@@ -306,11 +307,7 @@ class TextEncoder:
                         cache.add([k for k, _ in part], vectors)
                     else:
                         fresh.update(zip((k for k, _ in part), vectors))
-                    if progress is not None:
-                        progress.update(len(part))
-            finally:
-                if progress is not None:
-                    progress.close()
+                    bars.advance(task, len(part))
             if cache is not None:
                 cache.compact()
         if not texts:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
@@ -354,10 +356,11 @@ class MemoryGraph:
         includes embedding the question). Hits are reused only for the same embedding, since they
         carry cos(q, v).
         """
-        from tqdm.auto import tqdm
-
-        with tqdm(total=len(set(questions)), desc="full-text names in Neo4j", disable=not progress, unit="q") as bar:
-            self._linked.update(read_names(self, questions, embeddings, words, candidates, advance=bar.update))
+        with Progress(TextColumn("full-text names in Neo4j"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=Console(stderr=True), disable=not progress, transient=True) as bars:
+            task = bars.add_task("names", total=len(set(questions)))
+            self._linked.update(read_names(self, questions, embeddings, words, candidates,
+                                           advance=lambda n: bars.advance(task, n)))
 
     def khop_filter(self, embedding: np.ndarray, seeds: Seeds, budgets: Sequence[int],
                     relation_scores: np.ndarray | None = None, query_id: int = -1,
