@@ -209,6 +209,13 @@ def test_the_page_in_headless_chromium(server, tmp_path):
         drawn = browser.find_elements(By.CSS_SELECTOR, "#graph g.node")
         assert sorted(g.get_attribute("data-name") for g in drawn) == sorted(ranked)  # one per node, by id
         assert len({g.get_attribute("data-id") for g in drawn}) == len(ranked)
+        inside = browser.execute_script(  # laid out: every node's centre a number within the viewBox
+            "const box = arguments[0].viewBox.baseVal;"
+            "return [...arguments[0].querySelectorAll('g.node')].map((g) => {"
+            "  const m = g.transform.baseVal.consolidate().matrix;"
+            "  return m.e >= box.x && m.e <= box.x + box.width && m.f >= box.y && m.f <= box.y + box.height; });",
+            browser.find_element(By.ID, "graph"))
+        assert len(inside) == len(ranked) and all(inside), inside
         assert browser.find_elements(By.CSS_SELECTOR, "#graph path.edge")
         assert "works_at" in [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#graph text.edge-label")]
         seeds = browser.find_elements(By.CSS_SELECTOR, "#ranked .seed-badge")

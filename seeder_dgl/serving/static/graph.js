@@ -1,17 +1,15 @@
-/* The retrieved subgraph drawn in SVG with a small force layout of our own (no library, nothing
- * fetched).
+/* The retrieved subgraph drawn in SVG, laid out by d3-force (vendored under static/d3/ and loaded
+ * before this file by index.html; nothing is fetched).
  *
- * Nodes are the ranked nodes and edges the triples among them. Triples name their ends by name,
- * so nodes are matched by name: two retrieved nodes with the same name are drawn as one.
+ * Nodes are the ranked nodes and edges the triples among them, one edge per ordered pair with its
+ * relation names merged. Triples name their ends by id (by name in an answer without ids).
  *
- * The layout is Fruchterman-Reingold: nodes closer than a few ideal distances k push apart
- * (k^2 / d), every edge pulls its two ends together (d^2 / k, divided by the square root of the ends'
- * degrees, so the many neighbours of a hub are not crushed onto it), a weak pull towards the centre
- * keeps nodes without edges in view, and the most a node may move in one step (the temperature)
- * cools step by step, so the layout settles in a fixed number of steps. It starts from a spiral in
- * rank order, runs to the end before anything is drawn (the same answer always gives the same
- * picture) and is then stretched to fill the drawing. O(n^2) a step, which is nothing for the tens
- * of nodes one answer holds.
+ * The layout: links pull their ends to a distance that grows at hubs (so a hub's many neighbours
+ * sit readably around it), nodes repel each other and do not overlap, and a pull towards the centre
+ * (stronger on nodes without edges) keeps everything in view. The simulation starts from a spiral
+ * in rank order and is ticked to its end before anything is drawn, never on a timer, so the same
+ * answer always gives the same picture; the result is then stretched to fill the drawing. Nodes
+ * can be dragged (pointer events; the layout is not run again).
  */
 (function () {
   "use strict";
@@ -20,9 +18,7 @@
   const WIDTH = 800;   // the SVG's viewBox; the browser scales it to the panel
   const HEIGHT = 560;
   const MARGIN = 30;
-  const STEPS = 300;
-  const GRAVITY = 0.02;  // the pull towards the centre
-  const REACH = 3;       // nodes further apart than REACH * k no longer push each other
+  const STEPS = 300;   // d3's default cooling reaches its end (alpha 0.001) in 300 ticks
   // Tableau 10: ten colours that stay apart from each other and readable on white.
   const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
@@ -84,11 +80,9 @@
     return {nodes, edges};
   }
 
+  /* Where each node goes: the simulation runs to the end before anything is drawn. */
   function layout(nodes, edges) {
-    const n = nodes.length;
-    const cx = WIDTH / 2;
-    const cy = HEIGHT / 2;
-    const k = 0.6 * Math.sqrt(((WIDTH - 2 * MARGIN) * (HEIGHT - 2 * MARGIN)) / Math.max(n, 1));
+    const k = 0.6 * Math.sqrt(((WIDTH - 2 * MARGIN) * (HEIGHT - 2 * MARGIN)) / Math.max(nodes.length, 1));
     for (const node of nodes) node.degree = 0;
     for (const edge of edges) {
       edge.source.degree += 1;
@@ -97,55 +91,23 @@
     nodes.forEach((node, i) => {  // a spiral by rank (golden angle): the best-ranked start in the middle
       const angle = i * 2.39996;
       const radius = 0.5 * k * Math.sqrt(i);
-      node.x = cx + radius * Math.cos(angle);
-      node.y = cy + radius * Math.sin(angle);
+      node.x = WIDTH / 2 + radius * Math.cos(angle);
+      node.y = HEIGHT / 2 + radius * Math.sin(angle);
     });
-    let temperature = WIDTH / 8;
-    const cooling = temperature / STEPS;
-    for (let step = 0; step < STEPS; step++) {
-      for (const node of nodes) {  // towards the centre, growing with the distance from it
-        node.dx = (cx - node.x) * GRAVITY * (k / 10);
-        node.dy = (cy - node.y) * GRAVITY * (k / 10);
-      }
-      for (let i = 0; i < n; i++) {
-        for (let j = i + 1; j < n; j++) {
-          const a = nodes[i];
-          const b = nodes[j];
-          let dx = a.x - b.x;
-          let dy = a.y - b.y;
-          if (Math.abs(dx) + Math.abs(dy) < 0.01) {  // on top of each other: part them, the same way every time
-            dx = 0.1 * (j - i);
-            dy = 0.1;
-          }
-          const d = Math.hypot(dx, dy);
-          if (d > REACH * k) continue;  // far apart already: lets distant groups sit closer together
-          const push = (k * k) / d;
-          a.dx += (dx / d) * push;
-          a.dy += (dy / d) * push;
-          b.dx -= (dx / d) * push;
-          b.dy -= (dy / d) * push;
-        }
-      }
-      for (const {source: a, target: b} of edges) {
-        const dx = a.x - b.x;
-        const dy = a.y - b.y;
-        const d = Math.max(Math.hypot(dx, dy), 0.01);
-        const pull = (d * d) / k / Math.sqrt(a.degree * b.degree);
-        a.dx -= (dx / d) * pull;
-        a.dy -= (dy / d) * pull;
-        b.dx += (dx / d) * pull;
-        b.dy += (dy / d) * pull;
-      }
-      for (const node of nodes) {
-        const d = Math.hypot(node.dx, node.dy);
-        if (d > 0) {
-          const move = Math.min(d, temperature);
-          node.x += (node.dx / d) * move;
-          node.y += (node.dy / d) * move;
-        }
-      }
-      temperature = Math.max(temperature - cooling, 0.5);
-    }
+    // Links are longer at hubs, so a hub's many neighbours get room on a wider circle around it;
+    // d3's default link strength (1 / the smaller degree) keeps a hub from being dragged onto them.
+    const hubby = (edge) => Math.sqrt(Math.max(edge.source.degree, edge.target.degree));
+    // The centre pull is stronger on nodes without edges: pushed away by everything and held by
+    // nothing else, they would drift to the rim and squeeze the rest when the drawing is stretched.
+    const pull = (node) => (node.degree ? 0.06 : 0.15);
+    const simulation = d3.forceSimulation(nodes)
+      .force("link", d3.forceLink(edges).distance((edge) => k * (0.6 + 0.25 * hubby(edge))))
+      .force("charge", d3.forceManyBody().strength(-3 * k))  // no cut-off: two hubs' neighbourhoods part
+      .force("x", d3.forceX(WIDTH / 2).strength(pull))
+      .force("y", d3.forceY(HEIGHT / 2).strength(pull))
+      .force("collide", d3.forceCollide((node) => node.r + 10))
+      .stop();  // no timer: ticked here, to the end
+    simulation.tick(STEPS);
     fit(nodes);
   }
 
@@ -258,6 +220,7 @@
       empty.textContent = "nothing retrieved";
       return colours;
     }
+    for (const node of nodes) node.r = radius(node, nodes.length);
     layout(nodes, edges);
     const defs = svgElement("defs", {}, svg);
     const marker = svgElement("marker", {id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7,
@@ -272,7 +235,6 @@
       edge.label.textContent = edge.relations.join(", ");
     }
     for (const node of nodes) {
-      node.r = radius(node, nodes.length);
       node.g = svgElement("g", {class: node.seed ? "node seed" : "node", "data-name": node.name,
                                 "data-id": node.id, "data-type": node.type}, nodeLayer);
       const title = svgElement("title", {}, node.g);
