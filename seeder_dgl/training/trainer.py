@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,6 +172,16 @@ def stop_early(cfg: TrainConfig, epoch: int, best_epoch: int) -> bool:
             and epoch - max(best_epoch, cfg.warmup_epochs) >= cfg.patience)
 
 
+class _SequentialLR(torch.optim.lr_scheduler.SequentialLR):
+    """torch's ``SequentialLR``; before torch 2.3 it warns about its own ``step(0)`` call at each
+    milestone (the epoch argument's deprecation), which says nothing to a user."""
+
+    def step(self):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The epoch parameter", category=UserWarning)
+            super().step()
+
+
 def warmup_cosine(optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int
                   ) -> torch.optim.lr_scheduler.LRScheduler:
     """torch's schedulers for a linear warm-up to the full rate over ``warmup_steps`` optimiser steps
@@ -181,7 +192,7 @@ def warmup_cosine(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ste
     if warmup == 0:
         return decay
     rise = schedulers.LinearLR(optimizer, start_factor=1 / warmup, end_factor=1.0, total_iters=max(warmup - 1, 1))
-    return schedulers.SequentialLR(optimizer, [rise, decay], milestones=[warmup])
+    return _SequentialLR(optimizer, [rise, decay], milestones=[warmup])
 
 
 def hide_unknown(batch, prep: Preprocessing, generator: torch.Generator, rate: float = UNKNOWN_RELATION_RATE):

@@ -136,8 +136,9 @@ def _rates(total: int, warmup: int, steps: int) -> list[float]:
     return rates
 
 
-def test_warmup_cosine_schedule():
+def test_warmup_cosine_schedule(recwarn):
     rates = _rates(total=10, warmup=2, steps=11)
+    assert not [w for w in recwarn if issubclass(w.category, UserWarning)]  # nothing printed in training
     assert rates[:2] == pytest.approx([0.5, 1.0])
     assert rates[2] == pytest.approx(1.0) and rates[7] == pytest.approx(0.5 * (1 + math.cos(math.pi * 5 / 8)))
     assert rates[10] == pytest.approx(0.0, abs=1e-12)
