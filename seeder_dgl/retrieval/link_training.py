@@ -36,6 +36,7 @@ from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
 from seeder_dgl.retrieval.linking import (
     EntityLinker,
     JOINED_NAME,
+    LINKER_STEPS,
     MASKED,
     PLACEHOLDER,
     LinkExample,
@@ -49,6 +50,8 @@ from seeder_dgl.retrieval.linking import (
 )
 from seeder_dgl.retrieval.pipeline import read_names
 from seeder_dgl.retrieval.relation_prior import (
+    TEMPLATE_PRIOR_STEPS,
+    TOKEN_PRIOR_STEPS,
     RelationPrior,
     answer_mask,
     fit_relation_prior,
@@ -281,7 +284,10 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
                 add_relation_features(v.mentions, readers[k].scores(tables[k][template], hops=1)[0])
     types = sorted({str(h.get("type")) for v in variants for h in v.hits if h.get("type")})
     examples = [LinkExample(v.mentions, v.gold()) for v in variants if v.topic]
-    linker = fit_linker(examples, rates, types, seed=seed)
+    with _bars(progress) as bars:
+        task = bars.add_task(f"entity linker on {sum(len(e.mentions) for e in examples):,} candidates",
+                             total=LINKER_STEPS)
+        linker = fit_linker(examples, rates, types, seed=seed, advance=lambda n: bars.advance(task, n))
     found = [bool(v.topic) and bool(v.gold().any()) for v in variants]
     stats = {"questions": len(clean), "typed_variants": len(variants) - len(clean), "joined_names": joined,
              "partial_names": partial_names,
@@ -395,27 +401,35 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
     if encode_tokens is None:
         sentences = encode(rows)
 
-        def fit(pick):
-            return fit_relation_prior(sentences[pick], labels[pick], relation_types, seed=seed, input="template")
+        def fit(pick, advance=None):
+            return fit_relation_prior(sentences[pick], labels[pick], relation_types, seed=seed, input="template",
+                                      advance=advance)
     else:
         encode_tokens = _remembered(encode_tokens)  # the linker's features read the same templates again
         sentences, tokens, spans = encode_tokens(rows)
         positions = [topic_positions(row, span, len(t)) for row, t, span in zip(rows, tokens, spans)]
 
-        def fit(pick):
+        def fit(pick, advance=None):
             return fit_token_prior(sentences[pick], [tokens[i] for i in pick], labels[pick], relation_types,
                                    positions=[positions[i] for i in pick], seed=seed,
-                                   relation_emb=getattr(graph, "rel_emb", None))
+                                   relation_emb=getattr(graph, "rel_emb", None), advance=advance)
     words = TemplateWords.of(rows)  # the words it reads as fitted; others within a typo as the nearest
-    prior = replace(fit(np.arange(len(rows))), words=words)
+    with _bars(progress) as bars:
+        task = bars.add_task(f"relation prior on {len(rows):,} templates",
+                             total=TOKEN_PRIOR_STEPS if encode_tokens is not None else TEMPLATE_PRIOR_STEPS)
+        prior = replace(fit(np.arange(len(rows)), lambda n: bars.advance(task, n)), words=words)
     prior.stats.update({"sampled": len(labels_of), "templates": len(rows), "synonyms": synonyms,
                         "synonym_copies": len(copies)})
     prior = prior.bind(encode, encode_tokens)
     if folds < 2:
         return prior, None
-    fold_priors = cross_fit(rows, owners, folds,
-                            lambda pick: replace(fit(pick), words=TemplateWords.of([rows[i] for i in pick])),
-                            prior.fingerprint)
+    with _bars(progress) as bars:
+        task = bars.add_task(f"relation priors of {folds} wording folds",
+                             total=folds * (TOKEN_PRIOR_STEPS if encode_tokens is not None else TEMPLATE_PRIOR_STEPS))
+        fold_priors = cross_fit(rows, owners, folds,
+                                lambda pick: replace(fit(pick, lambda n: bars.advance(task, n)),
+                                                     words=TemplateWords.of([rows[i] for i in pick])),
+                                prior.fingerprint)
     fold_priors.priors = [p.bind(encode, encode_tokens) for p in fold_priors.priors]
     return prior, fold_priors
 

@@ -36,7 +36,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from rapidfuzz.distance import OSA
@@ -592,10 +592,15 @@ class LinkExample:
     """bool [C]."""
 
 
+LINKER_STEPS = 400
+"""Full-batch Adam steps of ``fit_linker``."""
+
+
 @fixed_threads(1)  # the same fit whatever thread count the command runs with
 def fit_linker(examples: Sequence[LinkExample], rates: dict[str, float], type_names: Sequence[str], *,
-               hidden: int = 32, steps: int = 400, lr: float = 0.02, weight_decay: float = 1e-4, seed: int = 0,
-               max_seeds: int = 3, keep_ratio: float = 0.5) -> EntityLinker:
+               hidden: int = 32, steps: int = LINKER_STEPS, lr: float = 0.02, weight_decay: float = 1e-4,
+               seed: int = 0, max_seeds: int = 3, keep_ratio: float = 0.5,
+               advance: Callable[[int], object] | None = None) -> EntityLinker:
     """Fit the linker on ``examples`` (those with a gold candidate): softmax over each question's
     candidates, the loss the negative log of the gold candidates' total probability. Full-batch
     Adam in float64 from a seeded initialisation: deterministic given ``seed``."""
@@ -646,6 +651,8 @@ def fit_linker(examples: Sequence[LinkExample], rates: dict[str, float], type_na
         loss = loss_of(logits()) + weight_decay * sum(p.pow(2).sum() for p in params[::2])
         loss.backward()
         opt.step()
+        if advance is not None:
+            advance(1)
     with torch.no_grad():
         z = logits().numpy()
         final = float(loss_of(torch.from_numpy(z)))

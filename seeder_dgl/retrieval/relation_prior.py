@@ -488,10 +488,17 @@ per averaged output, so MetaQA keeps the objective it was tuned with, up to a co
 (Adam's steps then differ only through its epsilon; the fitted weights are not bit-identical)."""
 
 
+TEMPLATE_PRIOR_STEPS = 1000
+"""Full-batch steps of ``fit_relation_prior``."""
+TOKEN_PRIOR_STEPS = 1500
+"""Mini-batch steps of ``fit_token_prior``."""
+
+
 @fixed_threads(1)  # the same fit whatever thread count the command runs with
 def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types: Sequence[str], *,
-                       hidden: int = 64, weight_decay: float | None = None, steps: int = 1000,
-                       lr: float | None = None, seed: int = 0, input: str = "question") -> RelationPrior:
+                       hidden: int = 64, weight_decay: float | None = None, steps: int = TEMPLATE_PRIOR_STEPS,
+                       lr: float | None = None, seed: int = 0, input: str = "question",
+                       advance: Callable[[int], object] | None = None) -> RelationPrior:
     """Fit ``labels`` (bool [Q, hops, R]) on the unit input embeddings [Q, d]: one ReLU layer of
     width ``hidden`` (0: a logistic regression), an output per hop and relation.
 
@@ -545,6 +552,8 @@ def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types
         loss = data + weight_decay * sum(m.pow(2).sum() for m in matrices)
         loss.backward()
         opt.step()
+        if advance is not None:
+            advance(1)
     with torch.no_grad():
         final = float(loss_fn(logits(xt), yt))
     w = weight.detach().numpy().T.reshape(hops, r, width)
@@ -559,9 +568,10 @@ def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types
 def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels: np.ndarray,
                     relation_types: Sequence[str], *, positions: Sequence[np.ndarray] | None = None,
                     relation_emb: np.ndarray | None = None, hidden: int = 64,
-                    token_hidden: int = 64, weight_decay: float | None = None, steps: int = 1500,
+                    token_hidden: int = 64, weight_decay: float | None = None, steps: int = TOKEN_PRIOR_STEPS,
                     batch_size: int = 256, lr: float = 0.01, seed: int = 0, step_head: bool = True,
-                    token_dropout: float = TOKEN_DROPOUT) -> RelationPrior:
+                    token_dropout: float = TOKEN_DROPOUT, advance: Callable[[int], object] | None = None
+                    ) -> RelationPrior:
     """Fit a token prior (``input='tokens'``, see ``RelationPrior``) on templates given as their
     embeddings [Q, d] and token embeddings (one [T_i, d] array each), ``labels`` bool [Q, hops, R].
 
@@ -705,6 +715,8 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
         loss.backward()
         opt.step()
         schedule.step()
+        if advance is not None:
+            advance(1)
     with torch.no_grad():
         total = 0.0
         for lo in range(0, q, 1024):

@@ -228,7 +228,9 @@ def test_a_fitted_linker_learns_what_the_features_say_and_is_stored_exactly():
     rates = word_rates(["what films did name1 surname act in", "which films are about name2 surname"],
                        [(15, 28), (22, 35)])
     assert rates["films"] > 0.4 and "name1" not in rates
-    linker = fit_linker(train, rates, ["person", "tag"], steps=200, seed=0)
+    steps = []
+    linker = fit_linker(train, rates, ["person", "tag"], steps=200, seed=0, advance=steps.append)
+    assert sum(steps) == 200  # each step reported to a progress bar
     right = [bool(e.gold[linker.choose(e.mentions, 1)[0]]) for e in test]
     assert np.mean(right) == 1.0
     assert linker.stats["train_top1"] == 1.0 and linker.stats["fitted"]

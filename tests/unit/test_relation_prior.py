@@ -63,8 +63,10 @@ def test_fit_learns_separable_labels_deterministically():
     labels[:, 0, 1] = x[:, 0] <= 0
     labels[:, 1, 2] = x[:, 1] > 0
     a = fit_relation_prior(x, labels, ["a", "b", "c"], steps=400)
-    b = fit_relation_prior(x, labels, ["a", "b", "c"], steps=400)
+    steps = []
+    b = fit_relation_prior(x, labels, ["a", "b", "c"], steps=400, advance=steps.append)
     np.testing.assert_array_equal(a.weight, b.weight)
+    assert sum(steps) == 400  # a progress bar sees every step, and the fit is the same with it
     probe = np.zeros(8)
     probe[0], probe[1] = 1.0, -1.0
     s = a.scores(probe)
@@ -381,8 +383,11 @@ def test_a_token_prior_reads_each_hop_from_its_own_word():
     relations = [f"r{i}" for i in range(6)]
     sentences, tokens, _ = encode(texts)
     prior = fit_token_prior(sentences, tokens, labels, relations, hidden=8, token_hidden=8, steps=400, batch_size=64)
-    again = fit_token_prior(sentences, tokens, labels, relations, hidden=8, token_hidden=8, steps=400, batch_size=64)
+    steps = []
+    again = fit_token_prior(sentences, tokens, labels, relations, hidden=8, token_hidden=8, steps=400, batch_size=64,
+                            advance=steps.append)
     np.testing.assert_array_equal(prior.token_query, again.token_query)  # deterministic given the seed
+    assert sum(steps) == 400  # each step reported to a progress bar
     assert prior.input == "tokens" and prior.hops == 2 and prior.weight.shape == (2, 6, 16)
 
     with pytest.raises(RuntimeError, match="token encoder"):
