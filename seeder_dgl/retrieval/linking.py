@@ -603,9 +603,16 @@ def fit_linker(examples: Sequence[LinkExample], rates: dict[str, float], type_na
                advance: Callable[[int], object] | None = None) -> EntityLinker:
     """Fit the linker on ``examples`` (those with a gold candidate): softmax over each question's
     candidates, the loss the negative log of the gold candidates' total probability. Full-batch
-    Adam in float64 from a seeded initialisation: deterministic given ``seed``."""
+    Adam in float32 from a seeded initialisation on one thread: deterministic given ``seed``.
+
+    float32, not float64: on MetaQA's 275,000 candidate rows 42 s against 86 s, the training loss
+    0.00218 against 0.00217, the same first candidate for all 9,350 training questions and the same
+    seeds for 9,347 of them at k0 = 1 (9,217 at k0 = 3, where near ties decide the last). The output
+    has no trained bias: adding one number to every candidate's logit changes no softmax, so its
+    gradient is rounding noise, which Adam scales up to full steps (in float32 it drifted by 4.5)."""
     import torch
 
+    dtype = torch.float32
     usable = [e for e in examples if len(e.mentions) and e.gold.any()]
     if not usable:
         raise ValueError("no training question has its topic entity among its candidates")
@@ -619,32 +626,31 @@ def fit_linker(examples: Sequence[LinkExample], rates: dict[str, float], type_na
     counts = np.asarray([r.shape[0] for r in rows])
     group = np.repeat(np.arange(len(rows)), counts)
     gold = np.concatenate([e.gold for e in usable]).astype(bool)
-    xt = torch.from_numpy((x - mean) / scale)
+    xt = torch.from_numpy((x - mean) / scale).to(dtype)
     gt = torch.from_numpy(group)
     goldt = torch.from_numpy(gold)
     generator = torch.Generator().manual_seed(seed)
     params = []
     if hidden:
-        w1 = (torch.randn(width, hidden, dtype=torch.float64, generator=generator) / math.sqrt(width)).requires_grad_()
-        b1 = torch.zeros(hidden, dtype=torch.float64, requires_grad=True)
+        w1 = (torch.randn(width, hidden, dtype=torch.float64, generator=generator).to(dtype) / math.sqrt(width)).requires_grad_()
+        b1 = torch.zeros(hidden, dtype=dtype, requires_grad=True)
         params += [w1, b1]
-    w2 = torch.zeros(hidden or width, dtype=torch.float64, requires_grad=True)
-    b2 = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    params += [w2, b2]
+    w2 = torch.zeros(hidden or width, dtype=dtype, requires_grad=True)
+    params += [w2]
     opt = torch.optim.Adam(params, lr=lr)
     q = len(rows)
 
     def logits():
         h = torch.relu(xt @ w1 + b1) if hidden else xt
-        return h @ w2 + b2
+        return h @ w2
 
     def loss_of(z):
         # log-sum-exp per question over all candidates and over the gold ones
-        peak = torch.full((q,), -math.inf, dtype=torch.float64).scatter_reduce(0, gt, z.detach(), "amax")
+        peak = torch.full((q,), -math.inf, dtype=dtype).scatter_reduce(0, gt, z.detach(), "amax")
         e = torch.exp(z - peak[gt])
-        all_sum = torch.zeros(q, dtype=torch.float64).index_add_(0, gt, e)
-        gold_sum = torch.zeros(q, dtype=torch.float64).index_add_(0, gt, e * goldt)
-        return (torch.log(all_sum) - torch.log(gold_sum.clamp_min(1e-300))).mean()
+        all_sum = torch.zeros(q, dtype=dtype).index_add_(0, gt, e)
+        gold_sum = torch.zeros(q, dtype=dtype).index_add_(0, gt, e * goldt)
+        return (torch.log(all_sum) - torch.log(gold_sum.clamp_min(torch.finfo(dtype).tiny))).mean()
 
     for _ in range(steps):
         opt.zero_grad()
@@ -664,6 +670,6 @@ def fit_linker(examples: Sequence[LinkExample], rates: dict[str, float], type_na
         start += r.shape[0]
     stats = {"fitted": True, "questions": len(usable), "examples": len(examples), "train_loss": round(final, 5),
              "train_top1": round(top_ok / len(usable), 4), "hidden": hidden, "steps": steps}
-    return EntityLinker(mean, scale, w2.detach().numpy().copy(), float(b2.detach()), list(type_names), dict(rates),
-                        w1.detach().numpy().copy() if hidden else None, b1.detach().numpy().copy() if hidden else None,
+    return EntityLinker(mean, scale, w2.detach().double().numpy(), 0.0, list(type_names), dict(rates),
+                        w1.detach().double().numpy() if hidden else None, b1.detach().double().numpy() if hidden else None,
                         max_seeds, keep_ratio, stats)
