@@ -148,6 +148,22 @@ def test_warmup_cosine_schedule(recwarn):
     assert _rates(3, 1, 3) == pytest.approx([1.0, 1.0, 0.5])  # one warm-up step: the full rate at once
 
 
+def test_a_last_pt_with_another_schedules_state_is_refused_in_one_line():
+    from seeder_dgl.training.run_state import LoopState
+
+    def loop():
+        policy = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=0.1)
+        return LoopState(policy, optimizer, warmup_cosine(optimizer, 10, 2), np.random.default_rng(0),
+                         torch.Generator().manual_seed(1), torch.device("cpu"))
+
+    old = loop()
+    lambda_state = torch.optim.lr_scheduler.LambdaLR(old.optimizer, lambda step: 1.0).state_dict()
+    state = {"model": old.policy.state_dict(), "optimizer": old.optimizer.state_dict(), "scheduler": lambda_state}
+    with pytest.raises(SeederError, match="without --resume"):
+        loop().restore(state)
+
+
 # ---------------------------------------------------------------------------------------------- training
 def test_training_learns_and_writes_records(task, tmp_path):
     train_r, train_q, val_r, val_q, node_emb, num_rel = task
