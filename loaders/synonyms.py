@@ -1,5 +1,5 @@
-"""Training templates reworded with WordNet synonyms, and with their nouns in the other number, so
-the relation prior reads words its training questions never used.
+"""Training templates reworded with WordNet synonyms, so the relation prior reads words its
+training questions never used.
 
 A benchmark's questions come from a few templates ("which movies were written by X"); people write
 "which films did X pen" or "what pictures is X the screenwriter of". The relation prior is fitted
@@ -173,51 +173,6 @@ def synonym_copies(templates: Sequence[str], share: float, seed: int = 0,
     copies = []
     for i, template in enumerate(templates):
         copy = WORD.sub(swap, template)
-        if copy != template:
-            copies.append((i, copy))
-    return copies
-
-
-def other_number(word: str, table: dict[str, dict[str, tuple[str, ...]]] | None = None,
-                 known: frozenset[str] | set[str] = frozenset()) -> str | None:
-    """``word`` (lower case) in the other grammatical number ("movie" -> "movies", "categories" ->
-    "category", "matches" -> "match"): where that form is one of ``known`` (the words of the templates
-    at hand, so "genre" and "genres" pair when both are used), else where the table has the singular
-    as a noun. None for function words, words shorter than ``MIN_LETTERS`` and other words ("writes":
-    "write" is a verb)."""
-    table = synonym_table() if table is None else table
-    if len(word) < MIN_LETTERS or word in FUNCTION_WORDS:
-        return None
-    if word.endswith("s") and not word.endswith("ss"):
-        forms = ([word[:-3] + "y"] if word.endswith("ies") else []) + [word[:-1]] + (
-            [word[:-2]] if word.endswith(("ses", "xes", "zes", "ches", "shes")) else [])
-        forms = [f for f in forms if len(f) >= 2]
-        for form in forms:
-            if form in known:
-                return form
-        lemma = next((f for f in forms if f in table), None)  # the first reading the table has
-        return lemma if lemma is not None and "n" in table[lemma] else None
-    plural = _inflect(word, "s")
-    return plural if plural in known or "n" in table.get(word, {}) else None
-
-
-def number_copies(templates: Sequence[str]) -> list[tuple[int, str]]:
-    """(index, copy) for each of ``templates`` that has a noun: the copy with every noun of
-    ``MIN_LETTERS`` or more in the other number (``other_number``: "what is a movie written by x" ->
-    "what is a movies written by x", "what types are the films written by x" -> "what type are the
-    film written by x"). A benchmark's templates often use a phrase in one number only, and only
-    inside longer questions; people type either number. The copy's grammar is left as it falls:
-    the prior reads words."""
-    table = synonym_table()
-    known = {w for t in templates for w in WORD.findall(t)}
-    flips = {w: other_number(w, table, known) for w in known}
-
-    def flip(match: re.Match) -> str:
-        return flips.get(match.group(0)) or match.group(0)
-
-    copies = []
-    for i, template in enumerate(templates):
-        copy = WORD.sub(flip, template)
         if copy != template:
             copies.append((i, copy))
     return copies

@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from loaders.kg import Query
 from loaders.perturb import PARTIAL_NAMES_MIX, TYPED_MIX, perturb
-from loaders.synonyms import number_copies, synonym_copies
+from loaders.synonyms import synonym_copies
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
 from seeder_dgl.retrieval.linking import (
@@ -221,8 +221,7 @@ def fit_linking(graph, queries: Sequence[Query], encode: Callable[[list[str]], n
 
     With ``synonyms`` > 0 the prior also reads a copy of each template with that share of its words
     swapped for WordNet synonyms that no template uses and ``encode`` puts near the word
-    (``loaders.synonyms.synonym_copies``), and a copy with its nouns in the other number
-    (``number_copies``).
+    (``loaders.synonyms.synonym_copies``).
     """
     mix = PARTIAL_NAMES_MIX if partial_names else TYPED_MIX
     queries = [q for q in queries if q.answers]
@@ -394,8 +393,7 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
         raise SeederError(f"only {len(rows)} training questions have an answer within {hops} hops of their topic: "
                           "too few to learn which relations to follow; use a profile without the relation prior")
     copies = synonym_copies(rows, synonyms, seed, embed=encode)
-    flipped = number_copies(rows) if synonyms > 0 else []
-    for i, copy in copies + flipped:
+    for i, copy in copies:
         rows.append(copy)
         labels.append(labels[i])
         owners.append(owners[i])
@@ -421,7 +419,7 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
                              total=TOKEN_PRIOR_STEPS if encode_tokens is not None else TEMPLATE_PRIOR_STEPS)
         prior = replace(fit(np.arange(len(rows)), lambda n: bars.advance(task, n)), words=words)
     prior.stats.update({"sampled": len(labels_of), "templates": len(rows), "synonyms": synonyms,
-                        "synonym_copies": len(copies), "number_copies": len(flipped)})
+                        "synonym_copies": len(copies)})
     prior = prior.bind(encode, encode_tokens)
     if folds < 2:
         return prior, None

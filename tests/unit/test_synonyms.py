@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from loaders.kg import DataError
 from loaders.perturb import FUNCTION_WORDS
-from loaders.synonyms import (MIN_LETTERS, inflected_synonyms, number_copies, other_number, synonym_copies,
-                              synonym_table)
+from loaders.synonyms import MIN_LETTERS, inflected_synonyms, synonym_copies, synonym_table
 from seeder_dgl.datasets import RetrievalDefaults
 from seeder_dgl.retrieval.extract import LinkerFit, prior_synonyms
 from seeder_dgl.retrieval.relation_prior import RelationPrior
@@ -60,28 +59,6 @@ def test_copies_are_deterministic_given_the_seed_and_off_at_zero():
     more = synonym_copies(TEMPLATES, 0.9, seed=0)
     fewer = synonym_copies(TEMPLATES, 0.1, seed=0)
     assert len(more) > len(fewer)
-
-
-def test_nouns_change_number_and_other_words_do_not():
-    known = {"genre", "genres", "write", "writes"}
-    assert [other_number(w, known=known) for w in ("movie", "movies", "categories", "matches", "genres")] == \
-        ["movies", "movie", "category", "match", "genre"]
-    assert other_number("genre", known=known) == "genres"  # a pair the templates use, whatever the table says
-    assert other_number("writes") is None  # "write" is a verb, not a noun's singular
-    assert other_number("writes", known=known) == "write"  # ... unless the templates use both
-    for word in ("the", "which", "x", "film"[:3], "glasses", "written", "also"):
-        assert other_number(word) is None, word
-
-
-def test_number_copies_flip_each_noun_and_keep_the_rest():
-    copies = dict(number_copies(TEMPLATES[:6]))
-    assert copies[0] == "what film did x write"
-    # "genre" is neither in these templates nor a noun of the packaged table: "genres" stays
-    assert copies[3] == "what genres are the movie written by x in"
-    assert copies[4] == "the film starring x were released in which year"
-    assert copies[5] == "what language are the film that shares actor with x in"
-    assert number_copies(["who is x", "x"]) == []  # nothing to flip: no copy
-    assert number_copies(TEMPLATES) == number_copies(TEMPLATES)
 
 
 def test_the_profile_setting_reaches_the_fit_and_a_prior_says_how_it_was_fitted():
