@@ -45,10 +45,10 @@ def time_stages(retriever, question: str, before: bool = False) -> list[float]:
     ticks = [time.perf_counter()]
     emb = retriever.encoder.encode_queries([question])[0]
     ticks.append(time.perf_counter())
-    seeds, names = seed_linked(graph, question, emb, settings.seeds, settings.seeding, exact=settings.exact_seeds,
-                               linker=settings.linker)
+    seeds, names, relations = seed_linked(graph, question, emb, settings.seeds, settings.seeding,
+                                          exact=settings.exact_seeds, linker=settings.linker)
     ticks.append(time.perf_counter())
-    scores = settings.relation_scores(emb, question, names)
+    scores = settings.relation_scores(emb, question, names, relations)
     ticks.append(time.perf_counter())
     # As PolicyRetriever asks: the nodes' features with the subgraph where the procedures read them
     # in the same call (then the next stage costs nothing), else in a call of their own.

@@ -98,12 +98,15 @@ class RetrievalSettings:
             out["linker"] = self.linker.fingerprint
         return out
 
-    def relation_scores(self, embedding: np.ndarray, question: str = "", names: Sequence[str] = ()) -> np.ndarray | None:
+    def relation_scores(self, embedding: np.ndarray, question: str = "", names: Sequence[str] = (),
+                        first_relations: np.ndarray | None = None) -> np.ndarray | None:
         """[hops, R] relation terms of the K-hop score for ``question`` (embedding ``embedding``, its
-        linked seeds named ``names``), or None (sim(q, r))."""
+        linked seeds named ``names`` with the relation types ``first_relations``, None where not
+        known), or None (sim(q, r))."""
         if self.relation_prior is None:
             return None
-        return self.relation_prior.question_scores(question, embedding, names, hops=len(self.budgets))
+        return self.relation_prior.question_scores(question, embedding, names, hops=len(self.budgets),
+                                                   first_relations=first_relations)
 
 
 def parse_stored(text: str | None, parse, what: str, where: str, fix: str):
@@ -192,9 +195,9 @@ def seed_and_expand(graph: GraphBackend, question: str, embedding: np.ndarray,
         seeds, sub = combined(embedding, settings.seeds, list(settings.budgets), relation_scores=scores,
                               with_features=with_features)
     else:
-        seeds, names = seed_linked(graph, question, embedding, settings.seeds, settings.seeding,
-                                   exact=settings.exact_seeds, linker=settings.linker)
-        scores = settings.relation_scores(embedding, question, names)
+        seeds, names, relations = seed_linked(graph, question, embedding, settings.seeds, settings.seeding,
+                                              exact=settings.exact_seeds, linker=settings.linker)
+        scores = settings.relation_scores(embedding, question, names, relations)
         sub = graph.khop_filter(embedding, seeds, list(settings.budgets), relation_scores=scores,
                                 with_features=with_features)
     if scores is not None:

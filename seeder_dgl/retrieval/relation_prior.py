@@ -264,6 +264,14 @@ class RelationPrior:
     carries the step's probability."""
     step_bias: np.ndarray | None = None
     """float64 [hops]: ``a_h``."""
+    name_emb: np.ndarray | None = None
+    """float64 [R, d]: the relation names' unit embeddings, read by ``name_gain`` (None: priors fitted
+    before it, or without names)."""
+    name_gain: np.ndarray | None = None
+    """float64 [hops]: ``β_h``. A token prior with it adds ``β_h cos(ā_h, n_r)`` to relation r's logit at
+    hop h, with ``ā_h`` hop h's attention-pooled tokens and ``n_r`` the relation's name embedding: a
+    word no training template used still reads as the relation whose name it resembles
+    ("what is X tagged with" -> has_tags)."""
     words: TemplateWords | None = None
     """The words of the templates it was fitted on: a template word it never saw is read as the
     nearest of them within a typo (``retrieval.spelling``). None: priors fitted before it read every
@@ -293,6 +301,13 @@ class RelationPrior:
             raise ValueError(f"relation prior step head of shape "
                              f"{None if self.step_weight is None else self.step_weight.shape}: expected "
                              f"({self.hops}, {self.weight.shape[2]}) with a bias of ({self.hops},)")
+
+        if (self.name_gain is None) != (self.name_emb is None) or (self.name_gain is not None and (
+                self.token_query is None or self.name_gain.shape != (self.hops,)
+                or self.name_emb.shape != (self.weight.shape[1], self.token_query.shape[1]))):
+            raise ValueError(f"relation prior name reading of shape "
+                             f"{None if self.name_emb is None else self.name_emb.shape}: expected a token prior's "
+                             f"({self.weight.shape[1]}, d) names with a gain of ({self.hops},)")
 
     @property
     def hops(self) -> int:
@@ -351,10 +366,17 @@ class RelationPrior:
             return None
         return self.topic_bias[:, topic_positions(template, spans, count)]
 
-    def scores(self, query_emb: np.ndarray, hops: int | None = None) -> np.ndarray:
+    def scores(self, query_emb: np.ndarray, hops: int | None = None,
+               first_relations: np.ndarray | None = None) -> np.ndarray:
         """float64 [hops, R] in (0, 1) for one input vector (the question's or its template's
         embedding, per ``input``; a token prior's ``features``); hops past the fitted ones repeat
-        the last."""
+        the last.
+
+        ``first_relations`` (bool [R]: the relation types the question's seeds have) makes the
+        likeliest of them carry the first step's probability, and the others 0 (with the step head):
+        hop 1 leaves the seeds, so a relation they lack cannot be the question's first step. A wording the prior has
+        not seen ("the films X made") often reads as the commonest first step (starring), where X,
+        a director, has only 'directed by'."""
         x = np.asarray(query_emb, dtype=np.float64).reshape(-1)
         pooled = None
         if self.token_query is not None:
@@ -368,21 +390,37 @@ class RelationPrior:
             g = np.maximum(np.einsum("hd,hdk->hk", pooled, self.token_weight) + self.token_bias, 0.0)
             q = np.concatenate([q, g], axis=1)
         logits = np.einsum("hrd,hd->hr", self.weight, q) + self.bias
+        if self.name_gain is not None:
+            unit = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            logits = logits + self.name_gain[:, None] * (unit @ self.name_emb.T)
         if self.step_weight is None:
             out = 1.0 / (1.0 + np.exp(-logits))
         else:
             step = np.einsum("hk,hk->h", self.step_weight, q) + self.step_bias
-            out = np.exp(logits - logits.max(axis=1, keepdims=True)) / (1.0 + np.exp(-step))[:, None]
+            top = logits.max(axis=1, keepdims=True)
+            has = None
+            if first_relations is not None:
+                has = np.zeros(logits.shape[1], dtype=bool)
+                given = np.asarray(first_relations, dtype=bool).reshape(-1)[:has.size]
+                has[:given.size] = given
+                if has.any():
+                    top[0] = logits[0, has].max()
+                else:
+                    has = None
+            out = np.exp(logits - top) / (1.0 + np.exp(-step))[:, None]
+            if has is not None:
+                out[0, ~has] = 0.0
         if hops is not None and hops > self.hops:
             out = np.concatenate([out, np.repeat(out[-1:], hops - self.hops, axis=0)])
         return out[:hops] if hops is not None else out
 
     def question_scores(self, question: str, embedding: np.ndarray, names: Sequence[str] = (),
-                        hops: int | None = None) -> np.ndarray:
-        """``scores`` for a question with embedding ``embedding`` whose linked seeds are ``names``."""
+                        hops: int | None = None, first_relations: np.ndarray | None = None) -> np.ndarray:
+        """``scores`` for a question with embedding ``embedding`` whose linked seeds are ``names``
+        (and have the relation types ``first_relations``, see ``scores``)."""
         if self.input == "question":
-            return self.scores(embedding, hops)
-        return self.scores(self.features([question_template(question, names)])[0], hops)
+            return self.scores(embedding, hops, first_relations)
+        return self.scores(self.features([question_template(question, names)])[0], hops, first_relations)
 
     @property
     def fingerprint(self) -> str:
@@ -400,6 +438,9 @@ class RelationPrior:
             digest.update(np.ascontiguousarray(self.topic_bias, dtype=np.float64).tobytes())
         if self.step_weight is not None:
             for a in (self.step_weight, self.step_bias):
+                digest.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+        if self.name_gain is not None:
+            for a in (self.name_emb, self.name_gain):
                 digest.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
         if self.input != "question":
             digest.update(self.input.encode())
@@ -420,6 +461,8 @@ class RelationPrior:
             out.update(topic_bias=self.topic_bias.tolist())
         if self.step_weight is not None:
             out.update(step_weight=self.step_weight.tolist(), step_bias=self.step_bias.tolist())
+        if self.name_gain is not None:
+            out.update(name_emb=self.name_emb.tolist(), name_gain=self.name_gain.tolist())
         if self.words is not None:
             out.update(words=self.words.to_dict())
         return json.dumps(out)
@@ -445,6 +488,9 @@ class RelationPrior:
             tokens["token_scale"] = float(raw.get("token_scale", 1.0))
             if raw.get("topic_bias") is not None:
                 tokens["topic_bias"] = np.asarray(raw["topic_bias"], dtype=np.float64)
+            if raw.get("name_gain") is not None:
+                tokens["name_emb"] = np.asarray(raw["name_emb"], dtype=np.float64)
+                tokens["name_gain"] = np.asarray(raw["name_gain"], dtype=np.float64)
         hidden_weight = hidden_bias = None
         if raw.get("hidden_weight") is not None:
             hidden_weight = np.asarray(raw["hidden_weight"], dtype=np.float64)
@@ -472,10 +518,13 @@ class RelationPrior:
         hops, _, d = self.weight.shape
         weight = np.zeros((hops, len(relation_types), d))
         bias = np.full((hops, len(relation_types)), -30.0)
+        names = None if self.name_emb is None else np.zeros((len(relation_types), self.name_emb.shape[1]))
         for j, t in enumerate(relation_types):
             if t in col:
                 weight[:, j], bias[:, j] = self.weight[:, col[t]], self.bias[:, col[t]]
-        return replace(self, weight=weight, bias=bias, relation_types=list(relation_types))
+                if names is not None:
+                    names[j] = self.name_emb[col[t]]
+        return replace(self, weight=weight, bias=bias, relation_types=list(relation_types), name_emb=names)
 
 
 TOKEN_DROPOUT = 0.2
@@ -487,6 +536,10 @@ summed loss: MetaQA's 3 hops x 9 relations times the 1e-5 and 1e-6 its prior was
 per averaged output, so MetaQA keeps the objective it was tuned with, up to a constant factor
 (Adam's steps then differ only through its epsilon; the fitted weights are not bit-identical)."""
 
+
+NAME_GAIN_SCALE = 10.0
+"""``fit_token_prior`` learns ``β_h / NAME_GAIN_SCALE``: a cosine between two texts moves by tenths
+where a logit moves by units, and Adam's steps are of the same size for every parameter."""
 
 TEMPLATE_PRIOR_STEPS = 1000
 """Full-batch steps of ``fit_relation_prior``."""
@@ -570,8 +623,8 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
                     relation_emb: np.ndarray | None = None, hidden: int = 64,
                     token_hidden: int = 64, weight_decay: float | None = None, steps: int = TOKEN_PRIOR_STEPS,
                     batch_size: int = 256, lr: float = 0.01, seed: int = 0, step_head: bool = True,
-                    token_dropout: float = TOKEN_DROPOUT, advance: Callable[[int], object] | None = None
-                    ) -> RelationPrior:
+                    token_dropout: float = TOKEN_DROPOUT, name_reading: bool = True,
+                    advance: Callable[[int], object] | None = None) -> RelationPrior:
     """Fit a token prior (``input='tokens'``, see ``RelationPrior``) on templates given as their
     embeddings [Q, d] and token embeddings (one [T_i, d] array each), ``labels`` bool [Q, hops, R].
 
@@ -666,6 +719,7 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
             raise ValueError(f"{names.shape[0]} relation embeddings for {r} relations")
         name_map = param(hops, hidden + token_hidden, names.shape[1], scale=(hidden + token_hidden) ** -0.5)
         matrices.append(name_map)
+    name_gain = param(hops) if names is not None and name_reading else None
 
     def output_weight():
         return weight if names is None else weight + torch.einsum("hkd,rd->hkr", name_map, names)
@@ -685,7 +739,11 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
         f = torch.relu(x @ hidden_weight + hidden_bias)[:, None, :].expand(-1, hops, -1)
         z = torch.cat([f, g], -1)
         step = torch.einsum("bhk,hk->bh", z, step_weight) + step_bias if step_head else z.new_zeros(z.shape[:2])
-        return torch.einsum("bhk,hkr->bhr", z, output_weight()) + bias, step
+        out = torch.einsum("bhk,hkr->bhr", z, output_weight()) + bias
+        if name_gain is not None:  # the pooled words read against the relations' names, no weights in between
+            unit = pooled / pooled.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+            out = out + (NAME_GAIN_SCALE * name_gain)[None, :, None] * torch.einsum("bhd,rd->bhr", unit, names)
+        return out, step
 
     def data_loss(out, step, target, target_step):
         """Summed over hops (and relations), not yet averaged over the questions."""
@@ -697,7 +755,7 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
                 - torch.where(taken, gold, torch.zeros_like(gold)).sum())
 
     opt = torch.optim.Adam(matrices + [hidden_bias, token_query, token_bias, bias, topic_bias]
-                           + ([step_bias] if step_head else []), lr=lr)
+                           + ([step_bias] if step_head else []) + ([name_gain] if name_gain is not None else []), lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 - step / steps)
     order = torch.randperm(q, generator=generator)
     at = 0
@@ -731,7 +789,11 @@ def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels:
              "weight_decay": weight_decay, "hidden": hidden, "token_hidden": token_hidden,
              "relation_names": names is not None, "topic_positions": positions is not None,
              "step_head": step_head, "token_dropout": token_dropout}
+    reading = {}
+    if name_gain is not None:
+        reading = {"name_emb": names.double().numpy().copy(), "name_gain": out(NAME_GAIN_SCALE * name_gain)}
+        stats["name_gain"] = [round(float(b), 3) for b in reading["name_gain"]]
     return RelationPrior(out(output_weight()).transpose(0, 2, 1).copy(), out(bias), list(relation_types), stats,
                          out(hidden_weight), out(hidden_bias), "tokens", out(token_query), out(token_weight),
                          out(token_bias), scale, out(topic_bias) if positions is not None else None,
-                         out(step_weight) if step_head else None, out(step_bias) if step_head else None)
+                         out(step_weight) if step_head else None, out(step_bias) if step_head else None, **reading)

@@ -8,6 +8,8 @@ parameter, with every Lucene special character escaped.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from seeder_dgl.errors import SeederError
@@ -41,34 +43,49 @@ def seed(graph, question: str, embedding: np.ndarray, k: int, mode: str = "dense
     return seed_linked(graph, question, embedding, k, mode, exact, candidates, linker)[0]
 
 
+class LinkedSeeds(NamedTuple):
+    seeds: list[tuple[int, float]]
+    """(node id, cos(q, v)), best first."""
+    names: list[str]
+    """The question's words that name the linked seeds (none with dense seeding): the relation
+    prior reads the question with them masked."""
+    relations: np.ndarray | None
+    """bool [R]: the relation types (``info.relation_types``) at least one seed has; None where a
+    seed's are not known (dense seeds)."""
+
+
 def seed_linked(graph, question: str, embedding: np.ndarray, k: int, mode: str = "dense", exact: bool = False,
-                candidates: int = CANDIDATES, linker: EntityLinker | None = None,
-                ) -> tuple[list[tuple[int, float]], list[str]]:
-    """``k`` seeds (full-text: more where the linker finds candidates close to the best), and the
-    question's words that name the linked seeds (none with dense seeding): the relation prior
-    reads the question with them masked.
+                candidates: int = CANDIDATES, linker: EntityLinker | None = None) -> LinkedSeeds:
+    """``k`` seeds (full-text: more where the linker finds candidates close to the best), the words
+    that name them and the relation types they have (``LinkedSeeds``).
 
     ``linker``: the dataset's fitted ``EntityLinker`` (None: the hand-set one).
     """
     check_mode(mode)
     if k <= 0:
-        return [], []
+        return LinkedSeeds([], [], None)
     if mode == "dense":
-        return graph.dense_seeds(embedding, k, exact=exact), []
+        return LinkedSeeds(graph.dense_seeds(embedding, k, exact=exact), [], None)
     linker = linker or EntityLinker.default()
     hits = graph.fulltext_hits(question, embedding, candidates, linker.name_query)
     made = getattr(graph, "mention_table", None)  # a batch read ahead made them already (``prefetch_linking``)
     found = link(question, hits, k, linker, made(question, hits, linker) if made is not None else None)
     sims = {int(h["id"]): float(h["similarity"]) for h in found.mentions.hits}
+    degrees = found.mentions.degrees
     if mode == "fulltext":
         seeds = [(i, sims[i]) for i in found.ids(found.chosen)]
+        relations = degrees[found.chosen].any(axis=0) if degrees is not None and found.chosen else None
         if len(seeds) < k:  # no name in the graph matches the question's words: dense seeds fill in
             taken = {i for i, _ in seeds}
             dense = graph.dense_seeds(embedding, k + len(seeds), exact=exact)
             seeds += [(i, s) for i, s in dense if i not in taken][:k - len(seeds)]
-        return seeds, found.names(found.chosen)
+            relations = None
+        return LinkedSeeds(seeds, found.names(found.chosen), relations)
     dense = graph.dense_seeds(embedding, max(k, 10), exact=exact)
     ids = fuse([found.ids(found.order), [i for i, _ in dense]], k)
     sims = {**{i: s for i, s in dense}, **sims}
     picked = set(ids)
-    return [(i, sims[i]) for i in ids], found.names([j for j in found.order if found.mentions.hits[j]["id"] in picked])
+    linked = [j for j in found.order if found.mentions.hits[j]["id"] in picked]
+    known = degrees is not None and len({found.mentions.hits[j]["id"] for j in linked}) == len(ids)
+    return LinkedSeeds([(i, sims[i]) for i in ids], found.names(linked),
+                       degrees[linked].any(axis=0) if known and linked else None)

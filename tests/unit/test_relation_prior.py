@@ -312,12 +312,20 @@ def test_a_template_prior_reads_the_question_with_its_seed_names_masked():
 
 
 class _LinkingGraph:
-    """Full-text hits for one question, and dense seeds, as a live graph would return them."""
+    """Full-text hits for one question, and dense seeds, as a live graph would return them (with
+    each hit's relationships per relation type where ``degrees``)."""
+
+    def __init__(self, degrees: bool = False):
+        self.degrees = degrees
 
     def fulltext_hits(self, question, embedding, candidates=50, words=None):
-        return [{"id": 7, "name": "love", "text_score": 3.0, "similarity": 0.1},
+        hits = [{"id": 7, "name": "love", "text_score": 3.0, "similarity": 0.1},
                 {"id": 5, "name": "Love Actually", "text_score": 2.0, "similarity": 0.4},
                 {"id": 9, "name": "Unrelated", "text_score": 1.0, "similarity": 0.2}]
+        if self.degrees:
+            for hit, counts in zip(hits, ([0, 0, 4], [3, 1, 0], [0, 0, 0])):
+                hit["degrees"] = counts
+        return hits
 
     def dense_seeds(self, embedding, k, exact=False):
         return [(11, 0.9), (5, 0.4), (12, 0.3)][:k]
@@ -328,17 +336,31 @@ def test_seeding_reports_the_names_of_the_seeds_the_question_mentions():
 
     question, emb = "who starred in Love Actually", np.ones(4)
     # As typed: lower case and a dropped letter link the same node, named as the question writes it.
-    seeds, names = seed_linked(_LinkingGraph(), "who starred in love actualy", emb, 1, "fulltext")
+    seeds, names, _ = seed_linked(_LinkingGraph(), "who starred in love actualy", emb, 1, "fulltext")
     assert [s for s, _ in seeds] == [5] and names == ["love actualy"]
-    seeds, names = seed_linked(_LinkingGraph(), question, emb, 1, "fulltext")
+    seeds, names, _ = seed_linked(_LinkingGraph(), question, emb, 1, "fulltext")
     assert [s for s, _ in seeds] == [5] and names == ["Love Actually"]
-    seeds, names = seed_linked(_LinkingGraph(), question, emb, 3, "fulltext")
+    seeds, names, _ = seed_linked(_LinkingGraph(), question, emb, 3, "fulltext")
     # The names are the question's own words for each seed; 'Unrelated' matches none of them.
     assert [s for s, _ in seeds] == [5, 7, 9] and names == ["Love Actually", "Love"]
-    assert seed_linked(_LinkingGraph(), question, emb, 2, "dense") == ([(11, 0.9), (5, 0.4)], [])
-    seeds, names = seed_linked(_LinkingGraph(), question, emb, 2, "hybrid")
+    assert seed_linked(_LinkingGraph(), question, emb, 2, "dense") == ([(11, 0.9), (5, 0.4)], [], None)
+    seeds, names, _ = seed_linked(_LinkingGraph(), question, emb, 2, "hybrid")
     assert {s for s, _ in seeds} == {5, 11} and names == ["Love Actually"]
     assert seed(_LinkingGraph(), question, emb, 1, "fulltext") == [(5, 0.4)]
+
+
+def test_seeding_reports_the_relation_types_of_the_linked_seeds_where_it_knows_them():
+    from seeder_dgl.retrieval.seeding import seed_linked
+
+    question, emb = "who starred in Love Actually", np.ones(4)
+    graph = _LinkingGraph(degrees=True)
+    assert seed_linked(graph, question, emb, 1, "fulltext").relations.tolist() == [True, True, False]
+    assert seed_linked(graph, question, emb, 2, "fulltext").relations.tolist() == [True, True, True]
+    # Not known: hits without counts, a dense seed filling in, or a dense seed fused in.
+    assert seed_linked(_LinkingGraph(), question, emb, 1, "fulltext").relations is None
+    assert seed_linked(graph, question, emb, 4, "fulltext").relations is None
+    assert seed_linked(graph, question, emb, 2, "hybrid").relations is None
+    assert seed_linked(graph, question, emb, 2, "dense").relations is None
 
 
 class _TokenEncoder:
@@ -623,3 +645,78 @@ def test_every_fit_of_linking_runs_on_one_thread_and_gives_the_callers_count_bac
         torch.set_num_threads(threads)
     for fit in (relation_prior.fit_token_prior, linking.fit_linker):  # the same decorator
         assert fit.__wrapped__.__name__ == fit.__name__
+
+
+def test_a_prior_reads_a_word_it_never_saw_by_the_relation_name_it_resembles():
+    """With the relations' names, each hop's pooled words are also read against every name
+    (``name_gain``): a word no training template used, close to a relation's name, reads as that
+    relation. The gain is learned (positive where the training words resemble their relations'
+    names), stored, read back, fingerprinted and kept with its relation when columns move."""
+    encode = _TokenEncoder(dim=32, seed=3)
+    rng = np.random.default_rng(11)
+    names = np.stack([3.0 * rng.normal(size=32) for _ in range(6)])
+    for i in range(3):
+        encode.words[f"a{i}"] = names[i] + 3.0 * rng.normal(size=32)
+        encode.words[f"new{i}"] = names[i] + 0.5 * rng.normal(size=32)  # near the name, far from a<i>
+    for j in range(3):
+        encode.words[f"b{j}"] = names[3 + j] + 3.0 * rng.normal(size=32)
+    texts, labels = _step_templates(400, seed=1, far_words=("b0", "b1", "b2"))
+    sentences, tokens, spans = encode(texts)
+    positions = [topic_positions(t, k, len(v)) for t, v, k in zip(texts, tokens, spans)]
+    relations = [f"r{i}" for i in range(6)]
+    kw = dict(positions=positions, hidden=8, token_hidden=8, steps=400, batch_size=64, relation_emb=names)
+    reading = fit_token_prior(sentences, tokens, labels, relations, **kw).bind(None, encode)
+    plain = fit_token_prior(sentences, tokens, labels, relations, name_reading=False, **kw).bind(None, encode)
+    assert plain.name_gain is None and "name_gain" not in plain.stats
+    assert reading.name_gain.shape == (2,) and (reading.name_gain > 0.5).all()
+    np.testing.assert_allclose(np.linalg.norm(reading.name_emb, axis=1), 1.0)
+
+    from dataclasses import replace
+
+    held_out = [f"what is the new{i} of x" for i in range(3)]
+    features = reading.features(held_out)
+    # The name term is the gain times the cosine of the hop's pooled words with each name.
+    strong = replace(reading, name_gain=reading.name_gain + 50.0)
+    assert [int(strong.scores(f)[0].argmax()) for f in features] == [0, 1, 2]
+    assert not np.allclose(strong.scores(features[0]), reading.scores(features[0]))
+
+    back = RelationPrior.from_json(reading.to_json()).bind(None, encode)
+    np.testing.assert_allclose(back.scores(back.features(held_out[:1])[0]), reading.scores(features[0]), atol=1e-12)
+    assert back.fingerprint == reading.fingerprint != strong.fingerprint
+    moved = reading.aligned(["r5", "r4", "r3", "r2", "new", "r1", "r0"])
+    order = [5, 4, 3, 2, 1, 0]
+    np.testing.assert_array_equal(moved.name_emb[[0, 1, 2, 3, 5, 6]], reading.name_emb[order])
+    assert not moved.name_emb[4].any()
+    np.testing.assert_allclose(moved.scores(features[0])[:, [0, 1, 2, 3, 5, 6]], reading.scores(features[0])[:, order],
+                               atol=1e-12)
+    with pytest.raises(ValueError, match="name reading"):
+        replace(reading, name_gain=None)
+    with pytest.raises(ValueError, match="name reading"):
+        replace(reading, name_emb=reading.name_emb[:4])
+
+
+def test_the_first_step_is_one_of_the_relations_the_seeds_have():
+    """Given the seeds' relation types, the likeliest of them carries hop 1's step probability:
+    a question read as 'starring' about a seed with only 'directed by' follows 'directed by'
+    with the step's full weight. Later hops, and a prior without the step head, are unchanged."""
+    encode = _TokenEncoder(seed=7)
+    texts, labels = _step_templates(400, seed=1, far_words=("b0", "b1", "b2"))
+    sentences, tokens, spans = encode(texts)
+    relations = [f"r{i}" for i in range(6)]
+    kw = dict(hidden=8, token_hidden=8, steps=400, batch_size=64, token_dropout=0.0)
+    prior = fit_token_prior(sentences, tokens, labels, relations, **kw).bind(None, encode)
+    f = prior.features(["what is the b1 of the a0 of x"])[0]
+    free = prior.scores(f)
+    assert free[0].argmax() == 0
+    only = np.asarray([False, False, True, False, False, False])
+    held = prior.scores(f, first_relations=only)
+    assert held[0, 2] == pytest.approx(free[0].max()) and held[0, 2] > 20 * free[0, 2]
+    np.testing.assert_array_equal(held[1:], free[1:])
+    assert (held <= 1.0).all() and not held[0, [0, 1, 3, 4, 5]].any()
+    # The seeds have the likeliest relation, or nothing is known: the same scores.
+    np.testing.assert_array_equal(prior.scores(f, first_relations=np.ones(6, bool)), free)
+    np.testing.assert_array_equal(prior.scores(f, first_relations=np.zeros(6, bool)), free)
+    np.testing.assert_array_equal(prior.question_scores("what is the b1 of the a0 of Bob", np.zeros(16), ["Bob"],
+                                                        first_relations=only), held)
+    sigmoids = fit_token_prior(sentences, tokens, labels, relations, step_head=False, **kw).bind(None, encode)
+    np.testing.assert_array_equal(sigmoids.scores(f, first_relations=only), sigmoids.scores(f))
