@@ -6,8 +6,8 @@ timed around the call, and split into the parts it runs.
 ``bench_query_stages.py`` times the retrieval stages one by one. A user's call does more: it
 embeds the question (``embed_many``), checks for relation types added since the Retriever opened
 (``graph.refresh``), builds the method, runs it (seeding, the relation prior, K-hop in Neo4j with
-the nodes' features, the policy), then reads the ranked nodes' names, types and keys
-(``describe``) and the triples among them (``edges``) from Neo4j. Each part is timed inside the
+the nodes' features, the policy), then reads the ranked nodes' names, types and keys and the
+triples among them from Neo4j (``describe_with_edges``, one round trip). Each part is timed inside the
 real call (the Retriever's own objects, wrapped), so the parts add up to the call. Validation
 questions, each asked once after ``--warmup`` others (the question is new: its embedding is
 computed), then all asked again (its embedding is in the encoder's memory). Also reports Hit@1
@@ -31,7 +31,7 @@ THREADS = configure_threads()
 
 from benchmarks.common import cpu_probe, machine, percentile, probe_line, write_result  # noqa: E402
 
-PARTS = ("embed question", "refresh relation types", "retrieval method", "describe nodes", "triples", "other")
+PARTS = ("embed question", "refresh relation types", "retrieval method", "nodes and triples", "other")
 """"retrieval method": seeding, the relation prior, K-hop in Neo4j with the nodes' features and the
 policy (``bench_query_stages.py``'s stages after the embedding); "other": what is left of the call."""
 
@@ -42,9 +42,8 @@ class PartTimer:
     def __init__(self, retriever):
         self.now: dict[str, float] = defaultdict(float)
         self._wrap(retriever, "embed_many", "embed question")
-        self._wrap(retriever, "_describe", "describe nodes")
+        self._wrap(retriever, "_describe", "nodes and triples")
         self._wrap(retriever.graph, "refresh", "refresh relation types")
-        self._wrap(retriever.graph, "edges", "triples")
         import seeder_dgl.api as api
 
         make = api.make_retriever
@@ -92,6 +91,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--checkpoint", default=None, help="a policy checkpoint [default: the dataset's active run]")
+    parser.add_argument("--name", default=None, help="result file name [default: live-query-<dataset>]")
     args = parser.parse_args()
 
     from seeder_dgl.api import Retriever
@@ -113,15 +113,17 @@ def main() -> None:
             hits.append(bool(result.nodes) and result.nodes[0].id in set(int(a) for a in q.answers))
         again = [timer.ask(retriever, q.text, args.k)[0] for q in timed]
         profile = retriever.profile
+        backend = getattr(retriever.encoder, "backend", "torch")
     probe_after = cpu_probe()
     passes = {"new question": summarise(first), "asked again": summarise(again)}
     payload = {"machine": machine(), "dataset": args.dataset, "profile": profile, "queries": len(timed), "k": args.k,
-               "checkpoint": args.checkpoint, "threads": THREADS, "hit@1": float(np.mean(hits)), "passes": passes,
+               "checkpoint": args.checkpoint, "encoder_backend": backend, "threads": THREADS, "hit@1": float(np.mean(hits)), "passes": passes,
                "cpu_probe_ms": {"before": probe_before, "after": probe_after}}
     lines = [f"# The whole live SeedER query on {args.dataset}", "",
              f"Machine: {payload['machine']['cpu']}, {payload['machine']['cores']} cores; Neo4j on the same machine. "
              f"`Retriever('{args.dataset}', method='seeder').retrieve(question, k={args.k})`, profile {profile}, "
              f"{len(timed)} validation questions one at a time (after {args.warmup} others), then the same again; "
+             f"questions embedded by {backend} (`SEEDER_ENCODER_BACKEND`); "
              f"Hit@1 of the first pass {payload['hit@1']:.3f}. Command: `python benchmarks/bench_live_query.py "
              f"--dataset {args.dataset} --queries {args.queries}`.", "",
              "| part of the call | new question p50 ms | p95 ms | asked again p50 ms | p95 ms |",
@@ -133,7 +135,7 @@ def main() -> None:
               "the result reports (the call without the question's embedding).", "", probe_line(probe_before, probe_after)]
     md = "\n".join(lines)
     print(md)
-    write_result(f"live-query-{args.dataset}", payload, md)
+    write_result(args.name or f"live-query-{args.dataset}", payload, md)
 
 
 if __name__ == "__main__":

@@ -361,14 +361,14 @@ class Retriever:
         self.graph.refresh()  # relation types upserted since this Retriever opened
         policy = _RankOffTheLoop(self.policy) if method == "seeder" else None
         found = make_retriever(method, self.graph, self.settings_for(method), policy=policy).search(question, q, k)
-        nodes = self._describe(found.ranking, {i for i, _ in found.seeds})
-        triples = self.graph.edges([n.id for n in nodes])
+        nodes, triples = self._describe(found.ranking, {i for i, _ in found.seeds})
         return Retrieval(question, method, nodes, time.perf_counter() - start, found.considered, triples,
                          label=self.graph.label, id_property=self.graph.schema.id)
 
-    def _describe(self, ranked: list[tuple[int, float]], seeds: set[int]) -> list[RetrievedNode]:
+    def _describe(self, ranked: list[tuple[int, float]], seeds: set[int]) -> tuple[list[RetrievedNode], list]:
+        """The ranked nodes described, and the relationships among them (one round trip)."""
         if not ranked:
-            return []
-        types, names, texts, keys = self.graph.describe_with_keys([i for i, _ in ranked])
+            return [], []
+        (types, names, texts, keys), triples = self.graph.describe_with_edges([i for i, _ in ranked])
         return [RetrievedNode(i, t, n, float(s), i in seeds, x, k)
-                for (i, s), t, n, x, k in zip(ranked, types, names, texts, keys)]
+                for (i, s), t, n, x, k in zip(ranked, types, names, texts, keys)], triples

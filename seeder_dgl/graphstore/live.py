@@ -447,8 +447,22 @@ class LiveGraph:
         """``describe``, and each node's id as its source gave it (the node table's id, an adopted
         graph's id property; None where there is none)."""
         found, rows = self._per_node("retrieval/node_descriptions", "reading node descriptions", node_ids)
+        return self._described(found, rows)
+
+    @staticmethod
+    def _described(found: dict[str, list], rows: list[int]):
         return ([found["types"][r] for r in rows], [found["names"][r] for r in rows],
                 [found["texts"][r] or "" for r in rows], [found["keys"][r] or None for r in rows])
+
+    def describe_with_edges(self, node_ids) -> tuple[tuple[list[str], list[str], list[str], list[str | None]],
+                                                      list[tuple[int, str, str, int, str]]]:
+        """``describe_with_keys`` and ``edges`` of the same nodes in one round trip (what a live query
+        returns about its answer)."""
+        if not len(node_ids):
+            return ([], [], [], []), []
+        found, rows = self._per_node("retrieval/nodes_and_triples", "reading the retrieved nodes and triples",
+                                     node_ids, types=self.schema.types)
+        return self._described(found, rows), self._edge_rows(found)
 
     def find_nodes(self, node_ids) -> list[tuple[int, str, str, str]]:
         """(id, type, name, text) of those of ``node_ids`` the dataset holds, in the order given
@@ -476,7 +490,11 @@ class LiveGraph:
         ids = [int(i) for i in node_ids]
         if not ids:
             return []
-        t = self._lists("retrieval/triples", "reading the retrieved triples", ids=ids, types=self.schema.types)
+        return self._edge_rows(self._lists("retrieval/triples", "reading the retrieved triples", ids=ids,
+                                           types=self.schema.types))
+
+    @staticmethod
+    def _edge_rows(t: dict[str, list]) -> list[tuple[int, str, str, int, str]]:
         order = sorted(range(len(t["sources"])), key=lambda i: (t["sources"][i], t["relations"][i], t["targets"][i]))
         return [(int(t["sources"][i]), t["source_names"][i], t["relations"][i].lower(), int(t["targets"][i]),
                  t["target_names"][i]) for i in order]

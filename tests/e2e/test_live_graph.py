@@ -173,8 +173,14 @@ def test_upsert_names_nodes_by_the_ids_of_the_users_node_table(neo4j_driver, dat
         types, names, _, keys = graph.describe_with_keys([new, internal_120, kg.node_keys.index(str(big))])
         assert names == ["newcomer", "Acme", "big id"] and keys == ["1", "120", str(big)]
         assert types == ["person", "company", "person"]
-        edges_now = {(h, r, t) for _, h, r, _, t in graph.edges([new, internal_120, kg.node_keys.index(str(big))])}
+        asked = [new, internal_120, kg.node_keys.index(str(big)), 3]
+        edges_now = {(h, r, t) for _, h, r, _, t in graph.edges(asked)}
         assert ("newcomer", "knows", "big id") in edges_now and ("Acme", "works_with", "newcomer") in edges_now
+        # What a live query returns about its answer, in one round trip: the same as the two reads.
+        assert graph.describe_with_edges(asked) == (graph.describe_with_keys(asked), graph.edges(asked))
+        assert graph.describe_with_edges([]) == (([], [], [], []), [])
+        with pytest.raises(LiveGraphError, match="disappeared"):
+            graph.describe_with_edges([new, 10**6])
         # The same upsert again changes nothing; an edge to an id the dataset lacks changes nothing.
         again = upsert(neo4j_driver, dataset_label, [NodeRow(1, "newcomer", "person", "newcomer")],
                        [EdgeRow(1, big, "knows")], encode)
