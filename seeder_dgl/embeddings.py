@@ -182,10 +182,12 @@ class TextEncoder:
                  device: str | None = None, max_seq_length: int | None = None, backend: str | None = None):
         self.model_name = str(model) if model is not None else str(default_model_path())
         self.device = device
-        #: What embeds questions (``encode_queries``, ``encode_query_tokens``): 'torch' or 'onnx'
-        #: (``SEEDER_ENCODER_BACKEND``, ``seeder_dgl.onnx_queries``).
+        #: What embeds questions (``encode_queries``, ``encode_query_tokens``): 'auto', 'torch' or
+        #: 'onnx' (``SEEDER_ENCODER_BACKEND``, ``seeder_dgl.onnx_queries``; ``questions_on_onnx``).
         self.backend = check_backend(backend if backend is not None else settings().encoder_backend)
         self._onnx = None
+        self._auto_onnx: bool | None = None
+        self._auto_lock = threading.Lock()
         self.max_seq_length = max_seq_length
         self.identity = model_identity(self.model_name)
         if max_seq_length is not None:
@@ -266,8 +268,26 @@ class TextEncoder:
             self._onnx = OnnxQueries(self.model, folder, self.identity, threads=torch.get_num_threads())
         return self._onnx
 
+    def questions_on_onnx(self) -> bool:
+        """Whether questions go through ONNX Runtime: always with 'onnx' (its errors are the user's
+        to see); with 'auto' where the model runs on the CPU, the ``onnx`` extra is installed and the
+        export agrees with torch on the probe sentence, else torch (nothing the user asked for fails).
+        On few cores a short question spends most of its torch pass in Python and dispatch; ONNX
+        Runtime embeds it in a third of the time (``benchmarks/bench_query_encoder.py``)."""
+        if self.backend != "auto":
+            return self.backend == "onnx"
+        if self._auto_onnx is None:
+            with self._auto_lock:
+                if self._auto_onnx is None:
+                    on_cpu = str(getattr(self.model, "device", "cpu")).startswith("cpu")
+                    try:
+                        self._auto_onnx = on_cpu and self.onnx is not None
+                    except Exception:  # anything the export or its check could not do: torch serves
+                        self._auto_onnx = False
+        return self._auto_onnx
+
     def _encode_questions(self, texts: list[str], batch_size: int) -> np.ndarray:
-        if self.backend == "onnx":
+        if self.questions_on_onnx():
             return self._onnx_pass(texts, batch_size)[0]
         return self._encode_model(texts, batch_size)
 
@@ -349,7 +369,7 @@ class TextEncoder:
         texts = [str(t) for t in texts]
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32), [], []
-        if self.backend == "onnx":
+        if self.questions_on_onnx():
             sentences, tokens = run_blocking(self._onnx_pass, texts, batch_size)
             return sentences, tokens, self._token_spans(texts, [len(t) for t in tokens])
         rows = run_blocking(self.model.encode, texts, batch_size=batch_size, show_progress_bar=False,

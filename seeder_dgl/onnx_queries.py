@@ -4,14 +4,16 @@ A live query embeds one short question (and its template, for the relation prior
 At that size sentence-transformers spends most of its time in Python and torch's dispatch, not in
 arithmetic: all-MiniLM-L6-v2 took 10-12 ms a question through ``SentenceTransformer.encode`` and
 3-6 ms as the same graph exported to ONNX and run by ONNX Runtime, with embeddings equal within
-2e-7 (``benchmarks/bench_query_encoder.py``). In batches of 64, as ingest and extract encode, the two
-are even, so only questions take this path.
+2e-7 (``benchmarks/bench_query_encoder.py``). In batches of 64 the two are nearly even, so node
+texts stay on torch and only questions and their templates take this path.
 
-It is opt-in (``SEEDER_ENCODER_BACKEND=onnx``, the ``onnx`` extra: onnxruntime and onnx): the
-model's transformer is exported once per model into the cache (written atomically) and checked
+Where the ``onnx`` extra (onnxruntime and onnx) is installed it is the default
+(``SEEDER_ENCODER_BACKEND=auto``; ``torch`` turns it off, ``onnx`` insists on it): the model's
+transformer is exported once per model into the cache (written atomically, about 3 s) and checked
 against the torch model on a probe sentence before use. Models whose sentence-transformers
 pipeline is more than a transformer, mean or CLS pooling and an optional normalisation are refused
-in one line: their embeddings would not be the ones the graph was indexed with.
+in one line with ``onnx`` and left on torch with ``auto``: their embeddings would not be the ones
+the graph was indexed with.
 """
 from __future__ import annotations
 

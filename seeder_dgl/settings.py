@@ -40,7 +40,7 @@ from seeder_dgl.errors import SeederError
 
 KHOP_ENGINES = ("auto", "procedure", "cypher")
 """The values of ``SEEDER_KHOP`` (and of ``LiveGraph(khop=...)``)."""
-ENCODER_BACKENDS = ("torch", "onnx")
+ENCODER_BACKENDS = ("auto", "torch", "onnx")
 """The values of ``SEEDER_ENCODER_BACKEND`` (and of ``TextEncoder(backend=...)``)."""
 
 
@@ -105,10 +105,12 @@ class Settings:
     """``SEEDER_NAME_READERS``: concurrent full-text name lookups in Neo4j while ``extract``, ``eval``
     and the entity linker's fit read the names of many questions (at least 1). The lookups wait on
     the server's Lucene, so reading several at once uses its cores while Python works. Default 4."""
-    encoder_backend: str = _var("SEEDER_ENCODER_BACKEND", default="torch")
-    """``SEEDER_ENCODER_BACKEND``: what embeds questions at query time, one of ``ENCODER_BACKENDS``:
+    encoder_backend: str = _var("SEEDER_ENCODER_BACKEND", default="auto")
+    """``SEEDER_ENCODER_BACKEND``: what embeds questions and templates, one of ``ENCODER_BACKENDS``:
     sentence-transformers on torch, or the same model exported to ONNX Runtime (the ``onnx`` extra;
-    ``seeder_dgl.onnx_queries``). Node texts are always embedded with torch. Default ``torch``."""
+    ``seeder_dgl.onnx_queries``; embeddings equal within 2e-7). ``auto``: ONNX Runtime where the
+    extra is installed, the model runs on the CPU and its export agrees with torch, else torch.
+    Node texts are always embedded with torch. Default ``auto``."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> "Settings":

@@ -1,5 +1,6 @@
-"""Questions embedded by ONNX Runtime (``SEEDER_ENCODER_BACKEND=onnx``): the torch model's numbers,
-the export cached once per model, and one-line errors where it cannot serve."""
+"""Questions embedded by ONNX Runtime (``SEEDER_ENCODER_BACKEND=onnx``, and by default where it can
+serve): the torch model's numbers, the export cached once per model, one-line errors where it cannot
+serve when asked for, and torch when it cannot serve by default."""
 from __future__ import annotations
 
 import sys
@@ -81,9 +82,9 @@ def test_without_onnx_runtime_a_one_line_error(monkeypatch, tmp_path):
 
 
 def test_the_setting_is_read_and_checked():
-    assert Settings.from_env({}).encoder_backend == "torch"
+    assert Settings.from_env({}).encoder_backend == "auto"
     assert Settings.from_env({"SEEDER_ENCODER_BACKEND": " ONNX "}).encoder_backend == "onnx"
-    with pytest.raises(SeederError, match="SEEDER_ENCODER_BACKEND must be one of torch, onnx"):
+    with pytest.raises(SeederError, match="SEEDER_ENCODER_BACKEND must be one of auto, torch, onnx"):
         Settings.from_env({"SEEDER_ENCODER_BACKEND": "tensorrt"})
     with pytest.raises(SeederError, match="SEEDER_ENCODER_BACKEND"):
         TextEncoder(backend="gpu")
@@ -97,3 +98,25 @@ def test_a_dataset_encoder_follows_the_setting(monkeypatch, tmp_path):
     assert dataset_encoder(None).backend == "onnx"
     monkeypatch.setenv("SEEDER_ENCODER_BACKEND", "torch")
     assert dataset_encoder(None).backend == "torch"
+
+
+def test_by_default_questions_go_through_onnx_runtime_where_it_serves(encoders):
+    torch_encoder, onnx_encoder, root = encoders
+    auto = TextEncoder(cache_dir=root, backend="auto")
+    assert auto.questions_on_onnx() and not torch_encoder.questions_on_onnx() and onnx_encoder.questions_on_onnx()
+    np.testing.assert_array_equal(auto.encode_queries(QUESTIONS[:2]), onnx_encoder.encode_queries(QUESTIONS[:2]))
+    assert len(list((root / "onnx").glob("*.onnx"))) == 1  # the same export serves both
+
+
+def test_by_default_torch_serves_where_onnx_runtime_cannot(encoders, monkeypatch, tmp_path):
+    torch_encoder, _, _ = encoders
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # the onnx extra not installed
+    auto = TextEncoder(cache_dir=tmp_path, backend="auto")
+    assert not auto.questions_on_onnx()
+    np.testing.assert_allclose(auto.encode_queries(QUESTIONS[:2]), torch_encoder.encode_queries(QUESTIONS[:2]),
+                               atol=1e-6)
+    s, tokens, _ = auto.encode_query_tokens(QUESTIONS[:1])
+    assert s.shape == (1, 384) and tokens[0].shape[1] == 384
+    assert not (tmp_path / "onnx").exists()
+    with pytest.raises(SeederError, match=r"pip install 'seeder-dgl\[onnx\]'"):  # asked for: a one-line error
+        TextEncoder(cache_dir=tmp_path, backend="onnx").encode_queries(["hi"])

@@ -120,7 +120,7 @@ def test_an_encoder_of_your_own_needs_only_encode(tmp_path):
 
 
 def test_real_minilm_questions_match_node_encoding_and_touch_no_file(tmp_path, monkeypatch):
-    enc = TextEncoder(cache_dir=tmp_path)
+    enc = TextEncoder(cache_dir=tmp_path, backend="torch")
     node_rows = enc.encode(["Where does Ada Okafor work?", "Acme Robotics"], show_progress=False)
     before = snapshot(tmp_path)
     calls = []
@@ -134,3 +134,20 @@ def test_real_minilm_questions_match_node_encoding_and_touch_no_file(tmp_path, m
     assert calls == [["Where does Ada Okafor work?"]]  # the repeat came from memory
     np.testing.assert_allclose(question[0], node_rows[0], atol=1e-5)  # the same space as the nodes
     np.testing.assert_array_equal(repeated, question)
+
+
+def test_on_onnx_runtime_only_the_models_export_is_written_once(tmp_path):
+    """By default (``auto``) questions go through ONNX Runtime: the model is exported once into the
+    cache's ``onnx/`` folder; questions themselves never reach a file."""
+    enc = TextEncoder(cache_dir=tmp_path)
+    node_rows = enc.encode(["Where does Ada Okafor work?"], show_progress=False)
+    before = snapshot(tmp_path)
+    question = enc.encode_queries(["Where does Ada Okafor work?"])
+    assert enc.questions_on_onnx()
+    exported = snapshot(tmp_path)
+    new_files = set(exported) - set(before)
+    assert len(new_files) == 1 and next(iter(new_files)).startswith("onnx/")
+    assert {n: exported[n] for n in before} == before
+    enc.encode_queries(["Who founded Acme Robotics?", "where is Lisbon?"])
+    assert snapshot(tmp_path) == exported
+    np.testing.assert_allclose(question[0], node_rows[0], atol=1e-5)
