@@ -211,6 +211,16 @@ def attention_pool(tokens: np.ndarray, query: np.ndarray, scale: float = 1.0,
     return (weights / weights.sum(axis=0, keepdims=True)).T @ t
 
 
+def _relation_mask(relations: np.ndarray | None, count: int) -> np.ndarray | None:
+    """``relations`` as bool [count] (cut or padded with False), or None when it holds none."""
+    if relations is None:
+        return None
+    given = np.asarray(relations, dtype=bool).reshape(-1)[:count]
+    if not given.any():
+        return None
+    return np.concatenate([given, np.zeros(count - given.size, dtype=bool)])
+
+
 @dataclass(frozen=True)
 class RelationPrior:
     """``p_h(r | q) = σ(W_h,r · f_h(q) + b_h,r)`` for hops ``h = 1..hops`` and the dataset's relations.
@@ -301,7 +311,6 @@ class RelationPrior:
             raise ValueError(f"relation prior step head of shape "
                              f"{None if self.step_weight is None else self.step_weight.shape}: expected "
                              f"({self.hops}, {self.weight.shape[2]}) with a bias of ({self.hops},)")
-
         if (self.name_gain is None) != (self.name_emb is None) or (self.name_gain is not None and (
                 self.token_query is None or self.name_gain.shape != (self.hops,)
                 or self.name_emb.shape != (self.weight.shape[1], self.token_query.shape[1]))):
@@ -398,15 +407,9 @@ class RelationPrior:
         else:
             step = np.einsum("hk,hk->h", self.step_weight, q) + self.step_bias
             top = logits.max(axis=1, keepdims=True)
-            has = None
-            if first_relations is not None:
-                has = np.zeros(logits.shape[1], dtype=bool)
-                given = np.asarray(first_relations, dtype=bool).reshape(-1)[:has.size]
-                has[:given.size] = given
-                if has.any():
-                    top[0] = logits[0, has].max()
-                else:
-                    has = None
+            has = _relation_mask(first_relations, logits.shape[1])
+            if has is not None:
+                top[0] = logits[0, has].max()
             out = np.exp(logits - top) / (1.0 + np.exp(-step))[:, None]
             if has is not None:
                 out[0, ~has] = 0.0
