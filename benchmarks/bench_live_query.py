@@ -4,10 +4,11 @@ timed around the call, and split into the parts it runs.
     python benchmarks/bench_live_query.py [--dataset metaqa] [--queries 300] [--warmup 20] [--checkpoint PATH]
 
 ``bench_query_stages.py`` times the retrieval stages one by one. A user's call does more: it
-embeds the question (``embed_many``), checks for relation types added since the Retriever opened
-(``graph.refresh``), builds the method, runs it (seeding, the relation prior, K-hop in Neo4j with
-the nodes' features, the policy), then reads the ranked nodes' names, types and keys and the
-triples among them from Neo4j (``describe_with_edges``, one round trip). Each part is timed inside the
+embeds the question (``embed_many``), builds the method, runs it (seeding, the relation prior,
+K-hop in Neo4j with the nodes' features, the policy), checks for relation types added since the
+Retriever opened (``graph.refresh``: no time of its own where K-hop's statement read their
+count), then reads the ranked nodes' names, types and keys and the triples among them from Neo4j
+(``describe_with_edges``, one round trip). Each part is timed inside the
 real call (the Retriever's own objects, wrapped), so the parts add up to the call. Validation
 questions, each asked once after ``--warmup`` others (the question is new: its embedding is
 computed), then all asked again (its embedding is in the encoder's memory). Also reports Hit@1

@@ -358,9 +358,22 @@ class Retriever:
 
     def _retrieve(self, question: str, q: np.ndarray, k: int, method: str) -> Retrieval:
         start = time.perf_counter()
-        self.graph.refresh()  # relation types upserted since this Retriever opened
         policy = _RankOffTheLoop(self.policy) if method == "seeder" else None
-        found = make_retriever(method, self.graph, self.settings_for(method), policy=policy).search(question, q, k)
+
+        def search():
+            return make_retriever(method, self.graph, self.settings_for(method), policy=policy).search(question, q, k)
+
+        # Relation types upserted since this Retriever opened: K-hop through the procedures reads
+        # their count on the way, so the check costs a round trip only where nothing read it; in
+        # the rare call that finds new ones, the retrieval runs again with them.
+        mark = self.graph.relation_reads
+        try:
+            found = search()
+        except SeederError:
+            self.graph.refresh()  # a dataset dropped meanwhile says so, not what failed because of it
+            raise
+        if self.graph.refresh(since=mark):
+            found = search()
         nodes, triples = self._describe(found.ranking, {i for i, _ in found.seeds})
         return Retrieval(question, method, nodes, time.perf_counter() - start, found.considered, triples,
                          label=self.graph.label, id_property=self.graph.schema.id)

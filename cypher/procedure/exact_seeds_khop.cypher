@@ -4,8 +4,9 @@
 // seeder.exactSeeds gives them; the other columns are seeder.khop's.
 OPTIONAL MATCH (m:SeederDataset {name: $name})
 // A record from before sketch versions: its ingest's finish time, since every write since renews it.
-WITH $config AS given, coalesce(m.sketch_version, toString(m.finished_at)) AS version
-WITH given {.*, sketch_version: version} AS config
+WITH $config AS given, coalesce(m.sketch_version, toString(m.finished_at)) AS version,
+     size(m.relation_types) AS relation_count
+WITH given {.*, sketch_version: version} AS config, relation_count
 CALL (config) {
   CALL seeder.exactSeeds($label, $embedding, $k, config) YIELD id, similarity
   RETURN collect({id: id, similarity: similarity}) AS seeds
@@ -14,4 +15,4 @@ CALL seeder.khop($label, $embedding, seeds, $budgets, $relation_similarity, $wit
 YIELD ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings, types,
       names
 RETURN seeds, ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings,
-       types, names
+       types, names, relation_count

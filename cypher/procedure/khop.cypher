@@ -12,12 +12,15 @@
 // while no write changes them), "store" when they read the store. bounds: "index" when the
 // neighbours were bounded from the in-memory copy of the dataset's sketches, "store" when from
 // their own (while that copy is missing or being built, unless config.seed_index_wait).
+// relation_count: how many relation types the record lists now (dataset/relation_count.cypher), so
+// a long-lived reader learns of upserted types without a round trip of its own (null: no record).
 OPTIONAL MATCH (m:SeederDataset {name: $name})
 // A record from before sketch versions: its ingest's finish time, since every write since renews it.
-WITH $config AS config, coalesce(m.sketch_version, toString(m.finished_at)) AS version
+WITH $config AS config, coalesce(m.sketch_version, toString(m.finished_at)) AS version,
+     size(m.relation_types) AS relation_count
 CALL seeder.khop($label, $embedding, $seeds, $budgets, $relation_similarity, $with_edges,
                  config {.*, sketch_version: version})
 YIELD ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings, types,
       names
 RETURN ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings, types,
-       names
+       names, relation_count

@@ -124,6 +124,10 @@ class LiveGraph:
         #: What the last K-hop through the procedure walked: "copy" (the server's in-memory copy
         #: of the relationships), "store", or None (none ran yet, or the Cypher path ran).
         self.last_walked: str | None = None
+        #: How many K-hop statements have read the record's relation-type count on the way
+        #: (``relation_reads``), and the count the latest of them read (None: no record).
+        self._relation_reads = 0
+        self._relation_count: int | None = None
         self.hop_partitions = default_hop_partitions() if hop_partitions is None else int(hop_partitions)
         if self.hop_partitions < 1:
             raise LiveGraphError(f"hop_partitions must be at least 1, not {self.hop_partitions}")
@@ -145,14 +149,31 @@ class LiveGraph:
         self._identifiers = {**self.schema.identifiers(), "degrees": degree_counts("node", info.relation_types)}
         self._relation_unit = _unit(info.relation_embeddings.astype(np.float64))
 
-    def refresh(self) -> bool:
-        """Read the record again if upserts added relation types since it was read (one small
-        query): a long-lived LiveGraph, as in ``serve``, then scores and returns their
-        relationships like the others. Returns whether anything changed."""
-        rows = self._run("dataset/relation_count", "reading the dataset record", name=self.info.name)
-        if not rows:
-            raise DatasetGone(f"dataset {self.info.name!r} was dropped: ingest it again")
-        if int(rows[0]["relations"] or 0) == len(self.info.relation_types):
+    @property
+    def relation_reads(self) -> int:
+        """A mark to give ``refresh(since=...)``: statements that read the relation-type count after it."""
+        return self._relation_reads
+
+    def _saw_relation_count(self, count) -> None:
+        self._relation_count = None if count is None else int(count)
+        self._relation_reads += 1
+
+    def refresh(self, since: int | None = None) -> bool:
+        """Read the record again if upserts added relation types since it was read: a long-lived
+        LiveGraph, as in ``serve``, then scores and returns their relationships like the others.
+        Returns whether anything changed.
+
+        The count of types is one small query. With ``since`` (``relation_reads`` taken before a
+        retrieval), a K-hop statement that read it along the way after that mark answers instead,
+        with no round trip of its own: the count it saw is as new as one read before the retrieval.
+        """
+        count = self._relation_count if since is not None and self._relation_reads > since else None
+        if count is None:  # not read along the way, or the record was missing then: ask now
+            rows = self._run("dataset/relation_count", "reading the dataset record", name=self.info.name)
+            if not rows:
+                raise DatasetGone(f"dataset {self.info.name!r} was dropped: ingest it again")
+            count = int(rows[0]["relations"] or 0)
+        if count == len(self.info.relation_types):
             return False
         self._set_info(self._load_info(self.info.name))
         return True
@@ -343,6 +364,7 @@ class LiveGraph:
             added = self._lists("procedure/khop", "K-hop expansion",
                                 seeds=[{"id": s, "similarity": sim} for s, sim in seeds], **common)
         self.last_walked = added.get("walked")
+        self._saw_relation_count(added.get("relation_count"))
         rows = [(int(i), int(h), float(score)) for i, h, score in zip(added["ids"], added["hops"], added["scores"])]
         return rows, added
 

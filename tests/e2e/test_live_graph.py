@@ -7,7 +7,7 @@ import pytest
 from neo4j import READ_ACCESS, RoutingControl
 from neo4j.exceptions import ClientError
 
-from seeder_dgl.graphstore.live import LiveGraph, LiveGraphError
+from seeder_dgl.graphstore.live import DatasetGone, LiveGraph, LiveGraphError
 from seeder_dgl.graphstore.upsert import EdgeRow, NodeRow, UpsertError, upsert
 from seeder_dgl.graphstore.sketch import sketch_properties
 from seeder_dgl.graphstore.writer import GraphWriter, dataset_label as label_for, unit_vectors
@@ -418,3 +418,38 @@ def test_retrieval_runs_in_read_access_mode(neo4j_driver, dataset_label, small_g
     with pytest.raises(ClientError, match="read access mode"):
         with neo4j_driver.session(default_access_mode=READ_ACCESS) as session:
             session.run("CREATE (:ReadModeProbe)").consume()
+
+
+def test_a_long_lived_retriever_takes_in_upserted_relation_types_read_along_with_khop(
+        neo4j_driver, dataset_label, small_graph, khop_engine, monkeypatch):
+    """A Retriever opened before an upsert that brings a new relation type follows it on its next
+    call: the new type's name is the question itself (sim(q, r) = 1), so with one node to add at
+    hop 1 K-hop must pick the node behind it. Through the procedures, K-hop's own statement reads
+    the record's count of types, so no call spends a round trip of its own on it (the call that
+    finds a new type runs again with it); through Cypher each call asks."""
+    from seeder_dgl.api import Retriever
+    from tests.e2e.test_extract import FixedEncoder
+
+    kg, emb, _ = small_graph
+    monkeypatch.setenv("SEEDER_KHOP", khop_engine)
+    with Retriever(dataset_label, method="khop", seeds=1, budgets=(1,), seeding="dense", exact_seeds=True,
+                   driver=neo4j_driver, encoder=FixedEncoder({"q": emb[0]})) as api:
+        statements = []
+        run = api.graph._run
+        monkeypatch.setattr(api.graph, "_run",
+                            lambda statement, *a, **kw: statements.append(statement) or run(statement, *a, **kw))
+        before = api.retrieve("q", k=10)
+        seed = next(n.id for n in before.nodes if n.seed)
+        neighbours = {int(d) for s, d in zip(kg.edge_src, kg.edge_dst) if s == seed} | {int(s) for s, d in zip(kg.edge_src, kg.edge_dst)
+                                                                               if d == seed}
+        far = next(i for i in np.argsort(emb @ emb[0]) if int(i) not in neighbours | {seed})
+        upsert(neo4j_driver, dataset_label, [], [EdgeRow(seed, int(far), "mentored by")],
+               lambda texts: np.repeat(emb[:1], len(texts), axis=0))
+        after = api.retrieve("q", k=10)
+        assert [n.id for n in after.nodes if not n.seed] == [int(far)]
+        assert any(r == "mentored_by" and {h, t} == {seed, int(far)} for h, _, r, t, _ in after._edges)
+        assert "MENTORED_BY" in api.graph.info.relation_types
+        assert statements.count("dataset/relation_count") == (0 if khop_engine == "procedure" else 2)
+        GraphWriter(neo4j_driver, dataset_label).drop()  # while the Retriever is open: it says so
+        with pytest.raises(DatasetGone, match="was dropped: ingest it again"):
+            api.retrieve("q", k=10)
