@@ -103,9 +103,6 @@ def local_device(device: torch.device) -> torch.device:
     return device
 
 
-FIND_UNUSED_PARAMETERS = True
-"""DDP looks for parameters the step did not use (an ablation or a config may leave some out): such
-a parameter is then summed as zeros instead of DDP waiting for it forever."""
 
 
 @dataclass
@@ -130,6 +127,9 @@ class Group:
     GIL, which the main thread holds while ``destroy_process_group`` joins that thread (a deadlock
     at exit seen with torch 2.2)."""
 
+    parameters: list = field(default_factory=list, repr=False)
+    """The wrapped module's trainable parameters (``wrap``), each given a part in every step (``backward``)."""
+
     @property
     def parallel(self) -> bool:
         return self.world > 1
@@ -142,12 +142,22 @@ class Group:
         if not self.parallel:
             return module
         device_ids = [self.device.index] if self.device is not None and self.device.type == "cuda" else None
+        self.parameters = [p for p in module.parameters() if p.requires_grad]
+        # Without DDP's search for unused parameters (an extra pass over the autograd graph each
+        # step, and a warning of its own from every process where there were none): ``backward``
+        # gives every parameter a part in every loss instead.
         return self._guard(lambda: DistributedDataParallel(
-            module, device_ids=device_ids, gradient_as_bucket_view=True, find_unused_parameters=FIND_UNUSED_PARAMETERS))
+            module, device_ids=device_ids, gradient_as_bucket_view=True, find_unused_parameters=False))
 
     def backward(self, loss: torch.Tensor) -> None:
-        """``loss.backward()``; with DDP it waits for the gradients' all-reduce (a dead peer: one line)."""
+        """``loss.backward()``; with DDP it waits for the gradients' all-reduce (a dead peer: one line).
+
+        With DDP, a step that leaves a parameter out (an ablation's head, a batch whose frontier is
+        empty) would keep every rank waiting for that parameter's gradient: a zero term of every
+        parameter is added to the loss, so each gets a gradient, zero where the step did not use it,
+        and the others' gradients are unchanged."""
         if self.parallel:
+            loss = loss + torch.stack([p.sum() for p in self.parameters]).sum() * 0.0 if self.parameters else loss
             self._guard(loss.backward)
         else:
             loss.backward()

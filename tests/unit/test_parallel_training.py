@@ -333,3 +333,16 @@ def test_ctrl_c_in_the_first_epoch_exits_at_once_and_leaves_no_worker(tmp_path, 
             time.sleep(0.1)
         else:
             raise AssertionError(f"worker {pid} still runs after Ctrl-C")
+
+
+@pytest.mark.parametrize("ablation", ["rerank", "full"])
+def test_two_workers_train_a_model_a_step_leaves_parameters_of_without_ddps_search(task, tmp_path, capfd, ablation):
+    """'rerank' never calls the expansion head. DDP does not search each step for parameters it left
+    out (an extra pass, and a warning from every process where it found none): every parameter has
+    a zero part in every loss, so the ranks never wait for a gradient that does not come, and the
+    run trains."""
+    train_r, train_q, val_r, val_q, node_emb, num_rel = task
+    result = train(tiny_config(epochs=2, batch_size=7, workers=2, ablation=ablation),
+                   train_r, train_q, val_r, val_q, node_emb, num_rel, tmp_path / ablation, progress=False)
+    assert len(result.history) == 2 and all(np.isfinite(row["loss"]) for row in result.history)
+    assert "find_unused_parameters" not in capfd.readouterr().err
