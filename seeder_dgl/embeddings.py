@@ -258,14 +258,16 @@ class TextEncoder:
 
     @property
     def onnx(self):
-        """The ONNX Runtime copy of the model that embeds questions (``backend='onnx'``; built on first use)."""
+        """The ONNX Runtime copy of the model that embeds questions (``backend='onnx'``, or its 8-bit
+        copy with ``'onnx-int8'``; built on first use)."""
         if self._onnx is None:
             from seeder_dgl.onnx_queries import OnnxQueries  # the optional onnx extra
 
             import torch
 
             folder = (self.cache_folder.parent if self.cache_folder is not None else default_cache_dir()) / "onnx"
-            self._onnx = OnnxQueries(self.model, folder, self.identity, threads=torch.get_num_threads())
+            self._onnx = OnnxQueries(self.model, folder, self.identity, threads=torch.get_num_threads(),
+                                     int8=self.backend == "onnx-int8")
         return self._onnx
 
     def questions_on_onnx(self) -> bool:
@@ -275,7 +277,7 @@ class TextEncoder:
         On few cores a short question spends most of its torch pass in Python and dispatch; ONNX
         Runtime embeds it in a third of the time (``benchmarks/bench_query_encoder.py``)."""
         if self.backend != "auto":
-            return self.backend == "onnx"
+            return self.backend in ("onnx", "onnx-int8")
         if self._auto_onnx is None:
             with self._auto_lock:
                 if self._auto_onnx is None:

@@ -1,6 +1,7 @@
-"""Questions embedded by ONNX Runtime (``SEEDER_ENCODER_BACKEND=onnx``, and by default where it can
-serve): the torch model's numbers, the export cached once per model, one-line errors where it cannot
-serve when asked for, and torch when it cannot serve by default."""
+"""Questions embedded by ONNX Runtime (``SEEDER_ENCODER_BACKEND=onnx``, its 8-bit copy ``onnx-int8``,
+and by default the copy where it serves): the torch model's numbers (the copy's within a cosine), the
+export and the copy made once per model, one-line errors where it cannot serve when asked for, and
+float32 or torch when it cannot serve by default."""
 from __future__ import annotations
 
 import sys
@@ -42,7 +43,7 @@ def test_questions_and_their_tokens_equal_the_torch_models(encoders):
 
 def test_the_export_is_reused_and_a_damaged_one_replaced(encoders, monkeypatch):
     torch_encoder, _, root = encoders
-    (path,) = (root / "onnx").glob("*.onnx")
+    (path,) = [p for p in (root / "onnx").glob("*.onnx") if not p.stem.endswith("-int8")]
     import seeder_dgl.onnx_queries as module
 
     def no_export(*args):
@@ -84,7 +85,8 @@ def test_without_onnx_runtime_a_one_line_error(monkeypatch, tmp_path):
 def test_the_setting_is_read_and_checked():
     assert Settings.from_env({}).encoder_backend == "auto"
     assert Settings.from_env({"SEEDER_ENCODER_BACKEND": " ONNX "}).encoder_backend == "onnx"
-    with pytest.raises(SeederError, match="SEEDER_ENCODER_BACKEND must be one of auto, torch, onnx"):
+    assert Settings.from_env({"SEEDER_ENCODER_BACKEND": "onnx-int8"}).encoder_backend == "onnx-int8"
+    with pytest.raises(SeederError, match="SEEDER_ENCODER_BACKEND must be one of auto, torch, onnx, onnx-int8"):
         Settings.from_env({"SEEDER_ENCODER_BACKEND": "tensorrt"})
     with pytest.raises(SeederError, match="SEEDER_ENCODER_BACKEND"):
         TextEncoder(backend="gpu")
@@ -100,12 +102,52 @@ def test_a_dataset_encoder_follows_the_setting(monkeypatch, tmp_path):
     assert dataset_encoder(None).backend == "torch"
 
 
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_the_8_bit_copy_embeds_close_to_the_model_and_is_made_once(encoders, monkeypatch):
+    torch_encoder, onnx_encoder, root = encoders
+    int8 = TextEncoder(cache_dir=root, backend="onnx-int8")
+    assert int8.questions_on_onnx() and int8.onnx.int8
+    got, expected = int8.encode_queries(QUESTIONS), torch_encoder.encode_queries(QUESTIONS)
+    assert _cosines(got, expected).min() >= 0.98
+    assert np.abs(got - expected).max() > 1e-3  # 8-bit weights: close, not the float32 numbers
+    s, tokens, _ = int8.encode_query_tokens(QUESTIONS[:2])
+    s_torch, tokens_torch, _ = torch_encoder.encode_query_tokens(QUESTIONS[:2])
+    assert [t.shape for t in tokens] == [t.shape for t in tokens_torch] and _cosines(s, s_torch).min() >= 0.98
+    (copy,) = (root / "onnx").glob("*-int8.onnx")
+    assert copy.stat().st_size < 0.4 * next(p for p in (root / "onnx").glob("*.onnx") if p != copy).stat().st_size
+    import onnxruntime.quantization
+
+    def no_quantizing(*args, **kwargs):
+        raise AssertionError("quantized again")
+
+    monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", no_quantizing)
+    OnnxQueries(torch_encoder.model, root / "onnx", torch_encoder.identity, int8=True)  # the copy serves
+    monkeypatch.undo()
+    copy.write_bytes(b"not an onnx graph")  # damaged: made again
+    again = OnnxQueries(torch_encoder.model, root / "onnx", torch_encoder.identity, int8=True)
+    np.testing.assert_allclose(again.encode(QUESTIONS)[0], got, atol=1e-6)
+
+
+def test_an_8_bit_copy_that_strays_from_the_model_is_refused_in_one_line(encoders, monkeypatch):
+    torch_encoder, _, root = encoders
+    import seeder_dgl.onnx_queries as module
+
+    monkeypatch.setattr(module, "INT8_MIN_COSINE", 0.99999)  # as a model that loses more to 8 bits
+    with pytest.raises(SeederError, match="set SEEDER_ENCODER_BACKEND=onnx") as err:
+        OnnxQueries(torch_encoder.model, root / "onnx", torch_encoder.identity, int8=True)
+    assert "\n" not in str(err.value)
+
+
 def test_by_default_questions_go_through_onnx_runtime_where_it_serves(encoders):
     torch_encoder, onnx_encoder, root = encoders
     auto = TextEncoder(cache_dir=root, backend="auto")
     assert auto.questions_on_onnx() and not torch_encoder.questions_on_onnx() and onnx_encoder.questions_on_onnx()
+    assert not auto.onnx.int8  # the float32 export: the 8-bit copy only where asked for
     np.testing.assert_array_equal(auto.encode_queries(QUESTIONS[:2]), onnx_encoder.encode_queries(QUESTIONS[:2]))
-    assert len(list((root / "onnx").glob("*.onnx"))) == 1  # the same export serves both
+    assert len([p for p in (root / "onnx").glob("*.onnx") if not p.stem.endswith("-int8")]) == 1  # one export
 
 
 def test_by_default_torch_serves_where_onnx_runtime_cannot(encoders, monkeypatch, tmp_path):
