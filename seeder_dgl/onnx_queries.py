@@ -68,22 +68,19 @@ class OnnxQueries:
         options.intra_op_num_threads, options.inter_op_num_threads = max(int(threads), 1), 1
         # Idle threads sleep instead of spinning: they share the cores with Neo4j and the policy.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if path.is_file():
-            try:
-                self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-            except Exception:  # a damaged or foreign file in the cache: export it again
-                path.unlink(missing_ok=True)
-        if not path.is_file():
-            try:
-                _export(model, path)
-            except Exception as exc:
-                raise SeederError(f"could not export the encoder to ONNX ({type(exc).__name__}: "
-                                  f"{str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}): "
-                                  "unset SEEDER_ENCODER_BACKEND") from None
-            self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        if self.int8:
-            self.session = onnxruntime.InferenceSession(str(_quantized(path)), options,
-                                                        providers=["CPUExecutionProvider"])
+        target = path.with_name(f"{path.stem}-int8.onnx") if self.int8 else path
+        self.session = _cached_session(onnxruntime, target, options)
+        if self.session is None:  # made once per model: the export, and its 8-bit copy from it
+            if target == path or _cached_session(onnxruntime, path, options) is None:
+                try:
+                    _export(model, path)
+                except Exception as exc:
+                    raise SeederError(f"could not export the encoder to ONNX ({type(exc).__name__}: "
+                                      f"{str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}): "
+                                      "unset SEEDER_ENCODER_BACKEND") from None
+            if self.int8:
+                _quantize(path, target)
+            self.session = onnxruntime.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
         self._check(model)
 
@@ -135,20 +132,24 @@ def _pipeline(model) -> tuple[str, bool]:
     return mode, kinds[2:] == ["Normalize"]
 
 
-def _quantized(path: Path) -> Path:
-    """The 8-bit copy of the export ``path`` (weights of the matrix products in int8, one scale per
-    output channel, activations quantized as they come: ONNX Runtime's dynamic quantization), made
-    once beside it, atomically; a damaged copy is made again."""
-    import onnx
+def _cached_session(onnxruntime, path: Path, options):
+    """A session of the graph the cache holds at ``path``, or None: not there, or damaged or foreign
+    (then removed, to be made again)."""
+    if not path.is_file():
+        return None
+    try:
+        return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception:
+        path.unlink(missing_ok=True)
+        return None
+
+
+def _quantize(path: Path, out: Path) -> None:
+    """Write to ``out``, atomically, the 8-bit copy of the export ``path``: weights of the matrix
+    products in int8, one scale per output channel, activations quantized as they come (ONNX
+    Runtime's dynamic quantization)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    out = path.with_name(f"{path.stem}-int8.onnx")
-    if out.is_file():
-        try:
-            onnx.checker.check_model(str(out))
-            return out
-        except Exception:  # damaged or foreign: made again
-            out.unlink(missing_ok=True)
     quiet = logging.getLogger()
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # its advice to pre-process the graph first is noise to a user
@@ -157,7 +158,6 @@ def _quantized(path: Path) -> Path:
             quantize_dynamic(str(path), str(tmp), per_channel=True, weight_type=QuantType.QInt8)
     finally:
         quiet.setLevel(level)
-    return out
 
 
 def _export(model, path: Path) -> None:

@@ -103,8 +103,6 @@ def local_device(device: torch.device) -> torch.device:
     return device
 
 
-
-
 @dataclass
 class Group:
     """This process's place among the training processes (a one-process run has ``world == 1``)."""
