@@ -9,6 +9,11 @@ from typing import Any, Iterator
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def default_threads() -> int:
     """Threads for one process: 1 on machines with up to 2 cores, else half the cores (at most 4).
 
@@ -18,7 +23,7 @@ def default_threads() -> int:
     ``rank`` call takes ~16 ms instead of 120-1000 ms: torch and DGL load two separate libgomp
     runtimes whose worker threads spin-wait against each other and the Python thread.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = available_cores()
     return 1 if cores <= 2 else min(cores // 2, 4)
 
 

@@ -268,6 +268,20 @@ def test_templates_are_the_same_whatever_the_case():
         question_template("what films did tom hanks star in", ["Tom Hanks"]) == "what films did x star in"
 
 
+def test_templates_mask_every_name_alike_past_the_regular_expression_cache():
+    """Fitting the linker masks tens of thousands of names: each pattern is compiled once and kept,
+    and a name met again after thousands of others is masked as the first time."""
+    from seeder_dgl.retrieval.linking import name_pattern
+
+    names = [f"Person {i} O'Neil-{i % 7}" for i in range(3000)] + ["Tom Hanks", "Person 5 O'Neil-5"]
+    for name in names:
+        question = f"what did {name.lower().replace('-', ' ')}'s friends see"
+        expected = " ".join(re.sub(name_pattern(name), "X", question, flags=re.IGNORECASE).casefold().split())
+        assert question_template(question, [name]) == expected == "what did x friends see"
+    assert question_template("who is tom hanks", ["Tom Hanks", ""]) == "who is x"
+    assert question_template("who is ...", ["..."]) == "who is ..."  # no letters: nothing to mask
+
+
 def test_the_stored_linker_is_read_with_its_prior_or_refused_in_one_line():
     from types import SimpleNamespace
 

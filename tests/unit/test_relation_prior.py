@@ -55,6 +55,31 @@ def test_path_labels_none_when_no_answer_is_in_reach():
     assert path_relations(graph, [], [1], hops=2, num_relations=3) is None
 
 
+def test_path_labels_of_many_questions_on_every_core_are_each_questions_own():
+    """``_path_labels`` walks questions on a thread pool: each label is what ``path_relations`` gives
+    that question alone, and a question asked again (a typed copy) keeps its first topic's label."""
+    from rich.progress import Progress
+
+    from seeder_dgl.retrieval.link_training import _path_labels
+
+    rng = np.random.default_rng(3)
+    n, relations = 400, 4
+    src, dst = rng.integers(0, n, 3000), rng.integers(0, n, 3000)
+    graph = GraphArrays.from_arrays(n, src, dst, rng.integers(0, relations, 3000))
+    asked = [(i, [int(rng.integers(n))], rng.choice(n, size=int(rng.integers(1, 6)), replace=False).tolist())
+             for i in range(300)]
+    asked.append((7, [int((asked[7][1][0] + 1) % n)], asked[7][2]))  # question 7 again, another topic
+    with Progress(disable=True) as bars:
+        labels = _path_labels(graph, asked, 3, relations, bars)
+    assert sorted(labels) == list(range(300))
+    for qid, topic, answers in asked[:300]:
+        alone = path_relations(graph, topic, answers, 3, relations)
+        assert (labels[qid] is None) == (alone is None)
+        if alone is not None:
+            assert np.array_equal(labels[qid], alone)
+    assert sum(label is not None for label in labels.values()) > 200  # the graph reaches most answers
+
+
 def test_fit_learns_separable_labels_deterministically():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 8))
