@@ -92,7 +92,8 @@ def main() -> None:
     ratio = medians["baseline"] / medians["this checkout"]
     lines = [f"# The linker's and relation prior's fit on {args.dataset}, two checkouts side by side", "",
              f"Machine: {payload['machine']['cpu']}, {payload['machine']['cores']} cores. Command: `python "
-             f"benchmarks/compare_fit.py --baseline DIR --dataset {args.dataset} --rounds {args.rounds}`. Each round "
+             f"benchmarks/compare_fit.py --baseline DIR --dataset {args.dataset} --rounds {args.rounds}"
+             + (f" --tag {args.tag}" if args.tag else "") + "`. Each round "
              "runs the baseline's `fit_linking` and then this checkout's, each in a fresh process, with the dataset's "
              "profile settings; nothing is stored.", "",
              "| checkout | seconds per round | median |", "|---|---|---:|"]

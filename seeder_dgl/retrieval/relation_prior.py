@@ -34,7 +34,7 @@ from seeder_dgl.caching import BatchLRU
 from seeder_dgl.retrieval.linking import MASKED, question_template
 from seeder_dgl.retrieval.memory import GraphArrays
 from seeder_dgl.retrieval.spelling import TemplateWords
-from seeder_dgl.threads import fixed_threads
+from seeder_dgl.threads import FIT_THREADS, fixed_threads
 
 UNREACHED = np.iinfo(np.int16).max
 FEATURE_CACHE_SIZE = 2048
@@ -550,7 +550,7 @@ TOKEN_PRIOR_STEPS = 1500
 """Mini-batch steps of ``fit_token_prior``."""
 
 
-@fixed_threads(1)  # the same fit whatever thread count the command runs with
+@fixed_threads(FIT_THREADS)  # the same fit whatever thread count the command runs with
 def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types: Sequence[str], *,
                        hidden: int = 64, weight_decay: float | None = None, steps: int = TEMPLATE_PRIOR_STEPS,
                        lr: float | None = None, seed: int = 0, input: str = "question",
@@ -620,7 +620,7 @@ def fit_relation_prior(query_emb: np.ndarray, labels: np.ndarray, relation_types
                          hidden_bias.detach().numpy().copy() if hidden else None, input)
 
 
-@fixed_threads(1)  # the same fit whatever thread count the command runs with
+@fixed_threads(FIT_THREADS)  # the same fit whatever thread count the command runs with
 def fit_token_prior(sentences: np.ndarray, tokens: Sequence[np.ndarray], labels: np.ndarray,
                     relation_types: Sequence[str], *, positions: Sequence[np.ndarray] | None = None,
                     relation_emb: np.ndarray | None = None, hidden: int = 64,

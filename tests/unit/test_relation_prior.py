@@ -643,12 +643,14 @@ def test_a_fit_does_not_depend_on_the_callers_thread_count():
     np.testing.assert_array_equal(a.weight, b.weight)
 
 
-def test_every_fit_of_linking_runs_on_one_thread_and_gives_the_callers_count_back(monkeypatch):
-    """The relation priors and the linker are fitted on one torch thread, so `tune` and a later
-    `extract --refit-prior` (which may run with another count) fit the same weights."""
+def test_every_fit_of_linking_runs_on_its_own_thread_count_and_gives_the_callers_back(monkeypatch):
+    """The relation priors and the linker are fitted on ``FIT_THREADS`` torch threads whatever the
+    caller runs with, so `tune` and a later `extract --refit-prior` (which may run with another
+    count) fit the same weights."""
     import torch
 
     from seeder_dgl.retrieval import linking, relation_prior
+    from seeder_dgl.threads import FIT_THREADS
 
     class Seen(Exception):
         pass
@@ -662,10 +664,11 @@ def test_every_fit_of_linking_runs_on_one_thread_and_gives_the_callers_count_bac
     monkeypatch.setattr(torch.optim, "Adam", spy)
     threads = torch.get_num_threads()
     try:
-        torch.set_num_threads(2)
-        with pytest.raises(Seen):
-            relation_prior.fit_relation_prior(np.eye(4), np.ones((4, 1, 2), bool), ["a", "b"], steps=1)
-        assert seen == [1] and torch.get_num_threads() == 2
+        for caller in (1, FIT_THREADS + 1):
+            torch.set_num_threads(caller)
+            with pytest.raises(Seen):
+                relation_prior.fit_relation_prior(np.eye(4), np.ones((4, 1, 2), bool), ["a", "b"], steps=1)
+            assert seen[-1] == FIT_THREADS and torch.get_num_threads() == caller
     finally:
         torch.set_num_threads(threads)
     for fit in (relation_prior.fit_token_prior, linking.fit_linker):  # the same decorator
