@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 import pytest
@@ -78,6 +79,37 @@ def test_path_labels_of_many_questions_on_every_core_are_each_questions_own():
         if alone is not None:
             assert np.array_equal(labels[qid], alone)
     assert sum(label is not None for label in labels.values()) > 200  # the graph reaches most answers
+
+
+def test_interrupted_path_labels_stop_walking_questions(monkeypatch):
+    """Ctrl-C while ``extract --refit-prior`` labels the training questions' relation paths: the
+    questions queued behind are not walked."""
+    from rich.progress import Progress
+
+    from seeder_dgl.retrieval import link_training
+
+    walked = []
+    real = link_training.path_relations
+
+    def counted(*args, **kwargs):
+        walked.append(1)
+        time.sleep(0.002)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(link_training, "path_relations", counted)
+    rng = np.random.default_rng(0)
+    graph = GraphArrays.from_arrays(100, rng.integers(0, 100, 400), rng.integers(0, 100, 400), rng.integers(0, 3, 400))
+    asked = [(i, [i % 100], [(i + 1) % 100]) for i in range(2000)]
+
+    class Bars(Progress):
+        def advance(self, task, advance=1):
+            if len(walked) >= 10:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        with Bars(disable=True) as bars:
+            link_training._path_labels(graph, asked, 2, 3, bars)
+    assert len(walked) < 100
 
 
 def test_fit_learns_separable_labels_deterministically():
