@@ -30,6 +30,7 @@ from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.async_reads import run_blocking
 from seeder_dgl.paths import project_root
 from seeder_dgl.settings import check_backend, settings
+from seeder_dgl.threads import encoder_threads
 
 CHUNK = 4096
 """Texts encoded between two cache writes: the most work an interruption can lose."""
@@ -263,10 +264,8 @@ class TextEncoder:
         if self._onnx is None:
             from seeder_dgl.onnx_queries import OnnxQueries  # the optional onnx extra
 
-            import torch
-
             folder = (self.cache_folder.parent if self.cache_folder is not None else default_cache_dir()) / "onnx"
-            self._onnx = OnnxQueries(self.model, folder, self.identity, threads=torch.get_num_threads(),
+            self._onnx = OnnxQueries(self.model, folder, self.identity, threads=encoder_threads(),
                                      int8=self.backend == "onnx-int8")
         return self._onnx
 

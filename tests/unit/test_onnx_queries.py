@@ -41,6 +41,25 @@ def test_questions_and_their_tokens_equal_the_torch_models(encoders):
     assert len(list((root / "onnx").glob("*.onnx"))) == 1
 
 
+def test_the_encoder_runs_on_every_core_with_the_same_numbers(encoders, monkeypatch):
+    """The session's pool takes every core (up to ``ENCODER_THREADS_MAX``): a batch then embeds
+    faster, and each number is the one a single thread gives, bit for bit."""
+    from seeder_dgl import threads
+
+    torch_encoder, onnx_encoder, root = encoders
+    assert onnx_encoder.onnx.session.get_session_options().intra_op_num_threads == threads.encoder_threads()
+    monkeypatch.setattr(threads, "available_cores", lambda: 64)
+    assert threads.encoder_threads() == threads.ENCODER_THREADS_MAX
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    assert threads.encoder_threads() == 2
+    texts = QUESTIONS * 20
+    one = OnnxQueries(torch_encoder.model, root / "onnx", torch_encoder.identity, threads=1).encode(texts)
+    two = OnnxQueries(torch_encoder.model, root / "onnx", torch_encoder.identity, threads=2).encode(texts)
+    np.testing.assert_array_equal(one[0], two[0])
+    for a, b in zip(one[1], two[1]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_the_export_is_reused_and_a_damaged_one_replaced(encoders, monkeypatch):
     torch_encoder, _, root = encoders
     (path,) = [p for p in (root / "onnx").glob("*.onnx") if not p.stem.endswith("-int8")]
