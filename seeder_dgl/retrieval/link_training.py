@@ -364,21 +364,19 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
                progress: bool, marked: Sequence[tuple[Query, str]] = (), folds: int = 0,
                synonyms: float = 0.0) -> tuple[RelationPrior, FoldPriors | None]:
     relation_types = list(graph.info.relation_types)
-    asked = ([(int(v.query.id), v.topic, v.query.answers) for v in variants if v.topic and v.topic_span is not None]
-             + [(int(q.id), q.topic, q.answers) for q, _ in marked])
+    linked = [v for v in variants if v.topic and v.topic_span is not None]
+    asked = [(int(v.query.id), v.topic, v.query.answers) for v in linked] + [(int(q.id), q.topic, q.answers)
+                                                                             for q, _ in marked]
     with _bars(progress) as bars:
         labels_of = _path_labels(graph.arrays, asked, hops, len(relation_types), bars)
+    # Each question's template as retrieval reads it (its linked name masked), or the dataset's.
+    templates = [(v.query, question_template(v.text, [v.span_text()])) for v in linked] + list(marked)
     rows, labels, owners = [], [], []
-    for v in variants:
-        if not v.topic or v.topic_span is None or labels_of[int(v.query.id)] is None:
-            continue
-        rows.append(question_template(v.text, [v.span_text()]))
-        labels.append(labels_of[int(v.query.id)])
-        owners.append(int(v.query.id))
-    for q, template in marked:
-        if labels_of[int(q.id)] is not None:
+    for q, template in templates:
+        found = labels_of[int(q.id)]
+        if found is not None:
             rows.append(template)
-            labels.append(labels_of[int(q.id)])
+            labels.append(found)
             owners.append(int(q.id))
     if len(rows) < 20:
         raise SeederError(f"only {len(rows)} training questions have an answer within {hops} hops of their topic: "
@@ -443,7 +441,7 @@ def _path_labels(arrays, questions: Sequence[tuple[int, Sequence[int], Sequence[
 
     out: dict[int, np.ndarray | None] = {}
     with ThreadPoolExecutor(max_workers=available_cores()) as pool:
-        for qid, found in zip(first, pool.map(label, first.values(), chunksize=64)):
+        for qid, found in zip(first, pool.map(label, first.values())):
             out[qid] = found
             bars.advance(task)
     return out
