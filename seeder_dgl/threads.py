@@ -23,7 +23,7 @@ def encoder_threads() -> int:
     Its pool is its own (not torch's or DGL's OpenMP runtimes, which spin against each other on two
     cores) and its idle threads sleep. On two cores two threads embed batches of 256 MetaQA
     questions 1.8 times as fast as one and a single question 0.3-0.6 ms sooner, with the same
-    embeddings bit for bit (each output is summed by one thread)."""
+    embeddings (bit for bit on an AMD EPYC: each output there is summed by one thread)."""
     return min(available_cores(), ENCODER_THREADS_MAX)
 
 

@@ -43,7 +43,8 @@ def test_questions_and_their_tokens_equal_the_torch_models(encoders):
 
 def test_the_encoder_runs_on_every_core_with_the_same_numbers(encoders, monkeypatch):
     """The session's pool takes every core (up to ``ENCODER_THREADS_MAX``): a batch then embeds
-    faster, and each number is the one a single thread gives, bit for bit."""
+    faster, and its numbers are a single thread's (bit for bit on an AMD EPYC; within float rounding
+    wherever another CPU's kernels split a sum over threads)."""
     from seeder_dgl import threads
 
     torch_encoder, onnx_encoder, root = encoders
@@ -55,9 +56,9 @@ def test_the_encoder_runs_on_every_core_with_the_same_numbers(encoders, monkeypa
     texts = QUESTIONS * 20
     one = OnnxQueries(torch_encoder.model, root / "onnx", torch_encoder.identity, threads=1).encode(texts)
     two = OnnxQueries(torch_encoder.model, root / "onnx", torch_encoder.identity, threads=2).encode(texts)
-    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_allclose(one[0], two[0], rtol=0, atol=1e-6)
     for a, b in zip(one[1], two[1]):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
 
 
 def test_the_export_is_reused_and_a_damaged_one_replaced(encoders, monkeypatch):
