@@ -31,6 +31,12 @@ import hashlib, json, sys, time
 sys.path.insert(0, sys.argv[1])
 from seeder_dgl.threads import configure_threads
 configure_threads()
+import pathlib, seeder_dgl
+# As every `seeder-dgl` command sets it. A checkout before seeder_dgl.allocator has none (the
+# editable install's finder would import this checkout's module into it: look in its folder).
+if (pathlib.Path(seeder_dgl.__path__[0]) / "allocator.py").exists():
+    from seeder_dgl.allocator import configure_allocator
+    configure_allocator()
 from seeder_dgl.datasets import DatasetContext, get_spec
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.graphstore.connection import open_driver

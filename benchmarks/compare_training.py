@@ -38,6 +38,14 @@ def child(args: argparse.Namespace) -> None:
     from seeder_dgl.threads import configure_threads
 
     configure_threads(1)
+    import seeder_dgl
+
+    # As every `seeder-dgl` command sets it. A checkout before seeder_dgl.allocator has none (the
+    # editable install's finder would import this checkout's module into it: look in its folder).
+    if (Path(seeder_dgl.__path__[0]) / "allocator.py").exists():
+        from seeder_dgl.allocator import configure_allocator
+
+        configure_allocator()
     import numpy as np
 
     from seeder_dgl.datasets import subgraph_dir

@@ -42,6 +42,8 @@ KHOP_ENGINES = ("auto", "procedure", "cypher")
 """The values of ``SEEDER_KHOP`` (and of ``LiveGraph(khop=...)``)."""
 ENCODER_BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
 """The values of ``SEEDER_ENCODER_BACKEND`` (and of ``TextEncoder(backend=...)``)."""
+MALLOC_MODES = ("keep", "system")
+"""The values of ``SEEDER_MALLOC`` (``seeder_dgl.allocator``)."""
 
 
 def _var(name: str, **kwargs):
@@ -113,6 +115,10 @@ class Settings:
     model's, so dense seeds can change). ``auto``: ONNX Runtime's float32 export where the extra is
     installed, the model runs on the CPU and the export agrees with torch, else torch. Node texts are
     always embedded with torch. Default ``auto``."""
+    malloc: str = _var("SEEDER_MALLOC", default="keep")
+    """``SEEDER_MALLOC``: the C allocator of seeder-dgl's own processes (``seeder_dgl.allocator``), one
+    of ``MALLOC_MODES``: large blocks from the heap and freed memory kept for reuse (``keep``), or
+    the system's defaults (``system``). Default ``keep``."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> "Settings":
@@ -145,6 +151,7 @@ class Settings:
             hop_partitions=_at_least_one(environ, "SEEDER_HOP_PARTITIONS", default.hop_partitions),
             name_readers=_at_least_one(environ, "SEEDER_NAME_READERS", default.name_readers),
             encoder_backend=check_backend(environ.get("SEEDER_ENCODER_BACKEND", default.encoder_backend)),
+            malloc=_one_of(environ, "SEEDER_MALLOC", MALLOC_MODES, default.malloc),
         )
 
 
@@ -193,6 +200,14 @@ def check_backend(raw: str) -> str:
     value = str(raw).strip().lower()
     if value not in ENCODER_BACKENDS:
         raise SeederError(f"SEEDER_ENCODER_BACKEND must be one of {', '.join(ENCODER_BACKENDS)}, not {raw!r}")
+    return value
+
+
+def _one_of(environ: Mapping[str, str], name: str, values: tuple[str, ...], default: str) -> str:
+    raw = environ.get(name) or default
+    value = raw.strip().lower()
+    if value not in values:
+        raise SeederError(f"{name} must be one of {', '.join(values)}, not {raw!r}: fix or unset it")
     return value
 
 

@@ -36,6 +36,7 @@ SAMPLES = {
     "SEEDER_HOP_PARTITIONS": ("3", 3),
     "SEEDER_NAME_READERS": ("2", 2),
     "SEEDER_ENCODER_BACKEND": (" ONNX ", "onnx"),
+    "SEEDER_MALLOC": (" System ", "system"),
 }
 
 
@@ -85,6 +86,7 @@ def test_an_empty_path_or_uri_counts_as_unset():
     ("SEEDER_NEO4J_VECTOR_BUFFER_MB", "1.5", "SEEDER_NEO4J_VECTOR_BUFFER_MB must be a whole number, not '1.5'"),
     ("SEEDER_NEO4J_TX_MEMORY", "256m; rm -rf /", "SEEDER_NEO4J_TX_MEMORY must be a size such as 256m or 1g"),
     ("SEEDER_KHOP", "fastest", f"SEEDER_KHOP must be one of {', '.join(KHOP_ENGINES)}, not 'fastest'"),
+    ("SEEDER_MALLOC", "tcmalloc", "SEEDER_MALLOC must be one of keep, system, not 'tcmalloc': fix or unset it"),
     ("SEEDER_NEO4J_PORT", "76\n87", "SEEDER_NEO4J_PORT must be a whole number, not '76\\n87'"),
 ])
 def test_a_bad_value_is_a_one_line_error_naming_the_variable(clean, name, raw, message):
