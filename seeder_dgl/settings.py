@@ -151,7 +151,8 @@ class Settings:
             hop_partitions=_at_least_one(environ, "SEEDER_HOP_PARTITIONS", default.hop_partitions),
             name_readers=_at_least_one(environ, "SEEDER_NAME_READERS", default.name_readers),
             encoder_backend=check_backend(environ.get("SEEDER_ENCODER_BACKEND", default.encoder_backend)),
-            malloc=_one_of(environ, "SEEDER_MALLOC", MALLOC_MODES, default.malloc),
+            malloc=_one_of(environ.get("SEEDER_MALLOC") or default.malloc, "SEEDER_MALLOC", MALLOC_MODES,
+                           ": fix or unset it"),
         )
 
 
@@ -189,25 +190,19 @@ def _at_least_one(environ: Mapping[str, str], name: str, default: int) -> int:
 
 def check_khop(raw: str) -> str:
     """``raw`` as one of ``KHOP_ENGINES`` (any case, spaces around), else a one-line SeederError."""
-    setting = raw.strip().lower()
-    if setting not in KHOP_ENGINES:
-        raise SeederError(f"SEEDER_KHOP must be one of {', '.join(KHOP_ENGINES)}, not {raw!r}")
-    return setting
+    return _one_of(raw, "SEEDER_KHOP", KHOP_ENGINES)
 
 
 def check_backend(raw: str) -> str:
     """``raw`` as one of ``ENCODER_BACKENDS`` (any case, spaces around), else a one-line SeederError."""
+    return _one_of(raw, "SEEDER_ENCODER_BACKEND", ENCODER_BACKENDS)
+
+
+def _one_of(raw: object, name: str, values: tuple[str, ...], hint: str = "") -> str:
+    """``raw`` as one of ``values`` (any case, spaces around), else a one-line SeederError naming ``name``."""
     value = str(raw).strip().lower()
-    if value not in ENCODER_BACKENDS:
-        raise SeederError(f"SEEDER_ENCODER_BACKEND must be one of {', '.join(ENCODER_BACKENDS)}, not {raw!r}")
-    return value
-
-
-def _one_of(environ: Mapping[str, str], name: str, values: tuple[str, ...], default: str) -> str:
-    raw = environ.get(name) or default
-    value = raw.strip().lower()
     if value not in values:
-        raise SeederError(f"{name} must be one of {', '.join(values)}, not {raw!r}: fix or unset it")
+        raise SeederError(f"{name} must be one of {', '.join(values)}, not {raw!r}{hint}")
     return value
 
 
