@@ -154,7 +154,8 @@ public class Retrieval {
         double similarity;
         double score;
         long id;
-        /** The properties read for its exact score (id, embedding, and type and name with features). */
+        /** The properties read for its exact score (id and embedding; with features, a picked node's type
+         * and name are added after the budget cut). */
         Map<String, Object> stored;
         private Boolean inDataset;
 
@@ -253,7 +254,9 @@ public class Retrieval {
             frontierSim = new ArrayList<>(picked.size());
             for (Candidate c : picked) {
                 select(selected, selectedNodes, selectedIds, c.node, c.id);
-                pickedStored.put(c.id, c.stored);
+                if (properties.features) {
+                    pickedStored.put(c.id, labelled(c.node, c.stored, properties));
+                }
                 frontier.add(c.node);
                 frontierSim.add(c.similarity);
                 out.ids.add(c.id);
@@ -409,7 +412,7 @@ public class Retrieval {
                     }
                     Candidate candidate = new Candidate(node, candidates[c]);
                     candidate.via = best[c] / 3.0;
-                    candidate.stored = node.getProperties(properties.scoredKeys());
+                    candidate.stored = node.getProperties(properties.exactKeys());
                     candidate.similarity = scoring.exact(candidate.stored, id);
                     candidate.id = id[0];
                     candidate.score = candidate.similarity / 3.0 + candidate.via;
@@ -432,7 +435,7 @@ public class Retrieval {
                 out.similarities.add(c.similarity);
                 out.scores.add(c.score);
                 if (rows != null) {
-                    rows.add(c.id, c.stored);
+                    rows.add(c.id, labelled(c.node, c.stored, properties));
                 }
             }
         }
@@ -474,6 +477,13 @@ public class Retrieval {
                 }
             }
         });
+    }
+
+    /** {@code stored} (a picked node's {@link Scoring.Properties#exactKeys}) with the node's type and name. */
+    private static Map<String, Object> labelled(Node node, Map<String, Object> stored, Scoring.Properties properties) {
+        Map<String, Object> out = new HashMap<>(stored);
+        out.putAll(node.getProperties(properties.labelKeys()));
+        return out;
     }
 
     static int[] append(int[] values, int size, int value) {
@@ -557,7 +567,7 @@ public class Retrieval {
         List<Candidate> survivors = new ArrayList<>();
         for (Candidate c : kept) {
             if (c.high >= threshold && c.inDataset(dataset)) {
-                c.stored = c.node.getProperties(properties.scoredKeys());
+                c.stored = c.node.getProperties(properties.exactKeys());
                 c.similarity = scoring.exact(c.stored, id);
                 c.id = id[0];
                 c.score = c.similarity / 3.0 + c.via;

@@ -153,7 +153,18 @@ final class Scoring {
 
         /** What a selected node's exact score reads: with {@link #features}, its type and name too. */
         String[] scoredKeys() {
-            return features ? new String[] {id, embedding, type, name} : new String[] {id, embedding};
+            return features ? new String[] {id, embedding, type, name} : exactKeys();
+        }
+
+        /** What a candidate's exact score reads. Most candidates that survive the bounds are not
+         * picked, so their type and name are not read ({@link #labelKeys}, for the picked ones). */
+        String[] exactKeys() {
+            return new String[] {id, embedding};
+        }
+
+        /** The type and name a picked node's features add to {@link #exactKeys}. */
+        String[] labelKeys() {
+            return new String[] {type, name};
         }
 
         /** The node's relationships in {@code direction} of the types this dataset traverses. */
