@@ -12,7 +12,7 @@ CALL (config) {
   RETURN collect({id: id, similarity: similarity}) AS seeds
 }
 CALL seeder.khop($label, $embedding, seeds, $budgets, $relation_similarity, $with_edges, config)
-YIELD ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings, types,
-      names
-RETURN seeds, ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings,
-       types, names, relation_count
+YIELD ids, hops, similarities, scores, sources, targets, relations, walked, bounds, scored, featureIds, embeddings,
+      types, names
+RETURN seeds, ids, hops, similarities, scores, sources, targets, relations, walked, bounds, scored, featureIds,
+       embeddings, types, names, relation_count

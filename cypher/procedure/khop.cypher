@@ -11,7 +11,9 @@
 // walked: "copy" when the hops ran on the server's in-memory copy of the relationships (kept
 // while no write changes them), "store" when they read the store. bounds: "index" when the
 // neighbours were bounded from the in-memory copy of the dataset's sketches, "store" when from
-// their own (while that copy is missing or being built, unless config.seed_index_wait).
+// their own (while that copy is missing or being built, unless config.seed_index_wait). scored: "copy"
+// when survivors were scored (and features read) from the server's in-memory copy of the nodes' ids,
+// embeddings, types and names (kept while no write changes them or their relationships), else "store".
 // relation_count: how many relation types the record lists now (dataset/relation_count.cypher), so
 // a long-lived reader learns of upserted types without a round trip of its own (null: no record).
 OPTIONAL MATCH (m:SeederDataset {name: $name})
@@ -20,7 +22,7 @@ WITH $config AS config, coalesce(m.sketch_version, toString(m.finished_at)) AS v
      size(m.relation_types) AS relation_count
 CALL seeder.khop($label, $embedding, $seeds, $budgets, $relation_similarity, $with_edges,
                  config {.*, sketch_version: version})
-YIELD ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings, types,
-      names
-RETURN ids, hops, similarities, scores, sources, targets, relations, walked, bounds, featureIds, embeddings, types,
-       names, relation_count
+YIELD ids, hops, similarities, scores, sources, targets, relations, walked, bounds, scored, featureIds, embeddings,
+      types, names
+RETURN ids, hops, similarities, scores, sources, targets, relations, walked, bounds, scored, featureIds, embeddings,
+       types, names, relation_count

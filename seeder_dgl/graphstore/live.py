@@ -109,7 +109,9 @@ class LiveGraph:
     ``procedure_options``: settings passed to the procedures beside the dataset's property names
     (their ``config`` map): ``adjacency`` (default true: walk the server's in-memory copy of the
     relationships while no write has changed them), ``adjacency_wait`` (default false: when there
-    is no valid copy, read one before this call instead of in the background), ``seed_index`` and
+    is no valid copy, read one before this call instead of in the background), ``node_copy`` and
+    ``node_copy_wait`` (the same for the server's copy of the nodes' ids, embeddings, types and
+    names, which survivors of the bounds are scored from on that walk), ``seed_index`` and
     ``simd``: the result is the same either way; they exist for benchmarks and tests. And
     ``candidates`` (default 0): exact dense seeding scores only the ~that many nodes a 1-bit scan of
     the dataset's sketches finds nearest (``api.SEED_CANDIDATES``, for datasets of millions of nodes).
@@ -124,6 +126,9 @@ class LiveGraph:
         #: What the last K-hop through the procedure walked: "copy" (the server's in-memory copy
         #: of the relationships), "store", or None (none ran yet, or the Cypher path ran).
         self.last_walked: str | None = None
+        #: Where that K-hop's exact scores and features came from: "copy" (the server's in-memory
+        #: copy of the nodes' ids, embeddings, types and names) or "store".
+        self.last_scored: str | None = None
         #: How many K-hop statements have read the record's relation-type count on the way
         #: (``relation_reads``), and the count the latest of them read (None: no record).
         self._relation_reads = 0
@@ -364,6 +369,7 @@ class LiveGraph:
             added = self._lists("procedure/khop", "K-hop expansion",
                                 seeds=[{"id": s, "similarity": sim} for s, sim in seeds], **common)
         self.last_walked = added.get("walked")
+        self.last_scored = added.get("scored")
         self._saw_relation_count(added.get("relation_count"))
         rows = [(int(i), int(h), float(score)) for i, h, score in zip(added["ids"], added["hops"], added["scores"])]
         return rows, added

@@ -468,16 +468,19 @@ def test_every_exact_seeding_path_in_the_procedure_gives_the_reference_seeds(neo
 @pytest.mark.parametrize("switches", [{"seed_index": False, "adjacency": False},
                                       {"simd": False, "adjacency": False, "seed_index_wait": True},
                                       {"adjacency": False, "seed_index_wait": True},
-                                      {"adjacency_wait": True, "seed_index_wait": True},
-                                      {"adjacency_wait": True, "seed_index": False}],
-                         ids=["store", "index-scalar", "index-simd", "copy", "copy-store-sketches"])
+                                      {"adjacency_wait": True, "seed_index_wait": True, "node_copy": False},
+                                      {"adjacency_wait": True, "seed_index": False, "node_copy": False},
+                                      {"adjacency_wait": True, "seed_index_wait": True, "node_copy_wait": True}],
+                         ids=["store", "index-scalar", "index-simd", "copy", "copy-store-sketches", "copy-nodes"])
 def test_every_khop_path_in_the_procedure_gives_the_reference_selection(neo4j_driver, dataset_label,
                                                                         seeder_procedures, switches):
     """seeder.khop walks the relationships in the store or in its in-memory copy of them, and bounds
     each neighbour from its sketch as stored (and cached) or from the in-memory copy of the
-    dataset's sketches that exact seeding keeps, summed in scalar code or in SIMD lanes. The bounds
-    only choose whose embedding is read, and both walks meet the same neighbours, so every way gives
-    the reference's nodes, hops, order and float64 scores."""
+    dataset's sketches that exact seeding keeps, summed in scalar code or in SIMD lanes, and on the
+    copy scores the survivors from the stored embeddings or from its in-memory copy of them. The
+    bounds only choose whose embedding is read, both walks meet the same neighbours and both copies
+    of an embedding sum the same way, so every way gives the reference's nodes, hops, order and
+    float64 scores."""
     kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
     try:
         live = LiveGraph(neo4j_driver, dataset_label, khop="procedure")
@@ -494,6 +497,7 @@ def test_every_khop_path_in_the_procedure_gives_the_reference_selection(neo4j_dr
             picked = slice(len(ids), None)
             assert row["walked"] == ("copy" if switches.get("adjacency_wait") else "store")
             assert row["bounds"] == ("store" if switches.get("seed_index") is False else "index")
+            assert row["scored"] == ("copy" if switches.get("node_copy_wait") else "store")
             assert row["ids"] == ref.node_ids[picked].tolist() and row["hops"] == ref.hop[picked].tolist()
             np.testing.assert_allclose(row["scores"], ref.score[picked], rtol=0, atol=1e-12)
     finally:
@@ -612,6 +616,56 @@ def test_khop_on_the_copy_of_the_relationships_sees_every_write_at_once(neo4j_dr
         assert walks()[0] == before
     finally:
         neo4j_driver.execute_query(f"MATCH (n:{marker}) DETACH DELETE n")
+        writer.reset()
+
+
+def test_khop_scores_from_the_copy_of_the_nodes_only_while_their_properties_stand(neo4j_driver, dataset_label,
+                                                                                 seeder_procedures):
+    """On the copy of the relationships, survivors are scored, and features read, from the server's
+    copy of the nodes' ids, embeddings, types and names only while none of those properties has
+    been written since it was read. The user's own Cypher gives a node of hop 1 the question's
+    vector (a list of doubles, which an ingest never writes) and renames a node: the next call scores
+    from the store and sees both, a call that waits for a new copy gives the same nodes, scores and
+    features (the double row read from the store), and a write of another property leaves the copy
+    valid."""
+    kg, emb, rel_emb, writer = _ingest_random_graph(neo4j_driver, dataset_label)
+    label = label_for(dataset_label)
+    try:
+        waiting = LiveGraph(neo4j_driver, dataset_label, khop="procedure",
+                            procedure_options={"adjacency_wait": True, "node_copy_wait": True})
+        default = LiveGraph(neo4j_driver, dataset_label, khop="procedure",
+                            procedure_options={"adjacency_wait": True})
+        store = LiveGraph(neo4j_driver, dataset_label, khop="procedure", procedure_options={"adjacency": False})
+        q = random_embeddings(1, seed=960)[0]
+        seeds = store.dense_seeds(q, 3, exact=True)
+
+        def expand(graph: LiveGraph, scored: str) -> tuple:
+            sub = graph.khop_filter(q, seeds, [10, 20], with_features=True)
+            assert graph.last_scored == scored
+            features, types, names = sub.features
+            return sub.node_ids.tolist(), sub.hop.tolist(), sub.exact_score.tolist(), features.tolist(), names
+
+        before = expand(store, "store")
+        assert expand(waiting, "copy") == before and expand(default, "copy") == before
+        # A node hop 1 picked: its sketch, which the write leaves as it was, still lets it through
+        # the bounds (these writes bypass seeder-dgl, which would renew the sketches).
+        neighbour = before[0][len(seeds)]
+        renamed = before[0][len(seeds) + 1]  # another of hop 1: still picked
+        unit = q / np.linalg.norm(q)
+        neo4j_driver.execute_query(f"MATCH (n:{label} {{id: $id}}) SET n.embedding = $embedding",
+                                   id=neighbour, embedding=unit.tolist())
+        neo4j_driver.execute_query(f"MATCH (n:{label} {{id: $id}}) SET n.name = 'renamed by the user'", id=renamed)
+
+        after = expand(default, "store")
+        assert after == expand(store, "store") == expand(waiting, "copy")
+        ids, hops, scores, features, names = after
+        at = ids.index(neighbour)  # with the question's own vector: kept at hop 1, its score higher
+        assert hops[at] == 1 and scores[at] > before[2][len(seeds)]
+        assert features[at] == unit.astype(np.float32).tolist()
+        assert names[ids.index(renamed)] == "renamed by the user"
+        neo4j_driver.execute_query(f"MATCH (n:{label} {{id: $id}}) SET n.note = 'not read by K-hop'", id=renamed)
+        assert expand(default, "copy") == after
+    finally:
         writer.reset()
 
 

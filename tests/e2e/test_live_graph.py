@@ -375,23 +375,26 @@ def test_node_features_are_the_same_through_the_procedure_and_cypher(neo4j_drive
     assert errors[0] == errors[1] and "\n" not in errors[0] and "[5000]" in errors[0]
 
 
-@pytest.mark.parametrize("walk", ["store", "copy"])
+@pytest.mark.parametrize("walk", ["store", "copy", "copy-nodes"])
 def test_khop_reads_the_features_of_its_nodes_in_the_same_call(neo4j_driver, dataset_label, small_graph,
                                                                seeder_procedures, walk):
     """With ``with_features``, seeder.khop returns the embeddings, types and names of the subgraph's
-    nodes, read with their scores (walking the store or its copy of the relationships): row for row
-    what node_features gives, a node stored as a float64 list rounded the same way. Without it, and
-    through Cypher, there are none and the policy asks node_features."""
+    nodes, read with their scores (walking the store or its copy of the relationships, and on the
+    copy from the store or from the server's copy of the nodes): row for row what node_features
+    gives, a node stored as a float64 list rounded the same way. Without it, and through Cypher,
+    there are none and the policy asks node_features."""
     _, emb, _ = small_graph
     with neo4j_driver.session() as session:
         session.run(f"MATCH (n:{dataset_label} {{id: 3}}) SET n.embedding = $e",
                     e=(emb[3].astype(np.float64) + 1e-9).tolist()).consume()
-    options = {"adjacency": False} if walk == "store" else {"adjacency_wait": True}
+    options = {"store": {"adjacency": False}, "copy": {"adjacency_wait": True, "node_copy": False},
+               "copy-nodes": {"adjacency_wait": True, "node_copy_wait": True}}[walk]
     graph = LiveGraph(neo4j_driver, dataset_label, khop="procedure", procedure_options=options)
     q = random_embeddings(1, seed=21)[0]
     seeds = graph.dense_seeds(q, 3, exact=True) + [(3, 0.1)]
     sub = graph.khop_filter(q, seeds, [20, 30], with_features=True)
-    assert graph.last_walked == walk and sub.num_nodes > len(seeds)
+    assert graph.last_walked == walk.removesuffix("-nodes") and sub.num_nodes > len(seeds)
+    assert graph.last_scored == ("copy" if walk == "copy-nodes" else "store")
     features, types, names = sub.features
     expected, expected_types, expected_names = graph.node_features(sub.node_ids)
     assert features.dtype == np.float32 and features.shape == (sub.num_nodes, 16) and features.flags.writeable

@@ -26,8 +26,9 @@ import org.neo4j.graphdb.Transaction;
  * label (K-hop never selects a node without it) and is trusted only while the database's
  * {@link Changes} counter stands where it stood when reading began: any relationship, node or
  * label written since, by seeder-dgl or anyone else, and K-hop walks the store again while a new
- * copy is read in the background. Scores never come from here: every selected node's embedding
- * and id are read from the store, and a node found gone sends the call back to the store.
+ * copy is read in the background. Scores never come from here: a survivor's id and embedding come
+ * from the store or from {@link NodeCopy} (kept row for row beside this copy, under a counter of
+ * its own), and a node found gone sends the call back to the store.
  *
  * <p>Each copy holds at most an eighth of the heap (Prime scale, 8.1M relationship ends: 66 MB);
  * a larger dataset is walked through the store as before.
@@ -35,11 +36,7 @@ import org.neo4j.graphdb.Transaction;
 final class Adjacency {
     static final long BUDGET = Runtime.getRuntime().maxMemory() / 8;
     private static final ConcurrentHashMap<String, Adjacency> COPIES = new ConcurrentHashMap<>();
-    /** Keys whose copy is being read now, and when the next read may start (nanoTime). */
-    private static final ConcurrentHashMap<String, Long> READING = new ConcurrentHashMap<>();
-    private static final ConcurrentHashMap<String, Long> NEXT_READ = new ConcurrentHashMap<>();
-    /** Reads in a row that went stale before they were done, per key (reset by one that did not). */
-    private static final ConcurrentHashMap<String, Integer> STALE_READS = new ConcurrentHashMap<>();
+    private static final CopyReader READER = new CopyReader("seeder-dgl adjacency");
     /** Databases where seeder.trackChanges could not run (the procedure is sandboxed): never asked again. */
     private static final ConcurrentHashMap<String, Boolean> UNTRACKED = new ConcurrentHashMap<>();
 
@@ -103,7 +100,14 @@ final class Adjacency {
             }
             return null;
         }
-        startReading(db, key, counter, label, properties);
+        READER.start(db, key, label.name(), own -> {
+            Adjacency read = read(counter, own, label, properties);
+            if (read.stamp != counter.get()) {
+                return false;
+            }
+            COPIES.put(key, read);
+            return true;
+        });
         return null;
     }
 
@@ -125,39 +129,6 @@ final class Adjacency {
             return null;
         }
         return Changes.counter(database);
-    }
-
-    /** Reads a copy in a daemon thread unless one is being read, or the last one went stale before
-     * it was done (a graph under steady writes): then the next waits its reading time, doubled for
-     * each stale read in a row, so that reading copies that are never used cannot take a core. */
-    private static void startReading(GraphDatabaseService db, String key, AtomicLong counter, Label label,
-                                     Scoring.Properties properties) {
-        long now = System.nanoTime();
-        Long next = NEXT_READ.get(key);
-        if ((next != null && now - next < 0) || READING.putIfAbsent(key, now) != null) {
-            return;
-        }
-        Thread reader = new Thread(() -> {
-            long started = System.nanoTime();
-            try (Transaction tx = db.beginTx()) {
-                Adjacency read = read(counter, tx, label, properties);
-                if (read.stamp == counter.get()) {
-                    COPIES.put(key, read);
-                    STALE_READS.remove(key);
-                } else {
-                    int stale = STALE_READS.merge(key, 1, Integer::sum);
-                    long took = System.nanoTime() - started;
-                    NEXT_READ.put(key, System.nanoTime() + took * (1L << Math.min(stale - 1, 10)));
-                }
-            } catch (RuntimeException | OutOfMemoryError failed) {
-                // The database stopped, or the heap could not hold it: K-hop walks the store.
-                NEXT_READ.put(key, System.nanoTime() + 60_000_000_000L);
-            } finally {
-                READING.remove(key);
-            }
-        }, "seeder-dgl adjacency " + label.name());
-        reader.setDaemon(true);
-        reader.start();
     }
 
     private static String key(String database, Label label, Scoring.Properties properties) {
@@ -276,6 +247,11 @@ final class Adjacency {
 
     long node(int row) {
         return nodes[row];
+    }
+
+    /** The number of rows: the label's nodes when the copy was read. */
+    int size() {
+        return nodes.length;
     }
 
     int start(int row) {

@@ -69,6 +69,9 @@ public class Retrieval {
         /** Where the neighbours' bounds came from: "index" ({@link SeedIndex}) or "store" (each
          * neighbour's own sketch, read or cached). */
         public String bounds = "store";
+        /** Where survivors' exact scores and the selected nodes' features came from: "copy" (the in-memory
+         * copy of the nodes' ids, embeddings, types and names, {@link NodeCopy}) or "store". */
+        public String scored = "store";
         /** With config {@code features}: the ids of all selected nodes (seeds first), and their
          * embeddings (little-endian float32 rows), types and names, as seeder.nodeFeatures gives them. */
         public List<Long> featureIds = new ArrayList<>();
@@ -102,7 +105,14 @@ public class Retrieval {
 
         /** The node with dataset id {@code id}, from its properties as read (embedding, type and name among them). */
         void add(long id, Map<String, Object> stored) {
-            float[] row = asFloats(stored.get(properties.embedding), id);
+            // A name property of the user's (adopted in place) may hold a number or be missing: sent
+            // as text, "" for none, as cypher/retrieval/node_features.cypher does.
+            Object name = stored.get(properties.name);
+            add(id, asFloats(stored.get(properties.embedding), id), (String) stored.get(properties.type),
+                    name == null ? "" : name.toString());
+        }
+
+        void add(long id, float[] row, String type, String name) {
             if (dimension < 0) {
                 dimension = row.length;
             } else if (row.length != dimension) {
@@ -111,11 +121,8 @@ public class Retrieval {
             }
             rows.add(row);
             ids.add(id);
-            types.add((String) stored.get(properties.type));
-            // A name property of the user's (adopted in place) may hold a number or be missing: sent
-            // as text, "" for none, as cypher/retrieval/node_features.cypher does.
-            Object name = stored.get(properties.name);
-            names.add(name == null ? "" : name.toString());
+            types.add(type);
+            names.add(name);
         }
 
         byte[] embeddings() {
@@ -185,7 +192,9 @@ public class Retrieval {
             + "seed_index_wait (default false: while that copy is missing or being built, bound from the store and "
             + "build it in the background), "
             + "adjacency (default true: walk an in-memory copy of the relationships while no write changed them) and "
-            + "adjacency_wait (default false), features (default false: also the embeddings, types and names of the "
+            + "adjacency_wait (default false), node_copy (default true: on that copy, score survivors from an "
+            + "in-memory copy of the nodes' ids, embeddings, types and names while no write changed them) and "
+            + "node_copy_wait (default false), features (default false: also the embeddings, types and names of the "
             + "selected nodes, as seeder.nodeFeatures gives them)")
     public Stream<Expansion> khop(@Name("label") String label, @Name("embedding") List<Double> embedding,
                                   @Name("seeds") List<Map<String, Object>> seeds,
@@ -295,9 +304,10 @@ public class Retrieval {
      * {@link #khop} over the in-memory copy of the relationships: the same hops, bounds, exact
      * scores and order, with each neighbour two array reads instead of a relationship record. Every
      * node in the copy has the dataset's label (the copy is valid only while no label, node or
-     * relationship was written), so none is checked on the way; each survivor is still found in
-     * the store and scored from its stored embedding. Null when a node is not where the copy says
-     * (a write landed during this call): the caller walks the store instead.
+     * relationship was written), so none is checked on the way; each survivor is scored from
+     * {@link NodeCopy} while no write changed the nodes' properties, else found in the store and
+     * scored from its stored embedding. Null when a node is not where the copy says, or a write
+     * landed during this call: the caller walks the store instead.
      */
     private Expansion khopFromCopy(Adjacency copy, SeedIndex index, Label dataset, Scoring.Properties properties,
                                    Scoring scoring, List<Map<String, Object>> seeds, List<Long> budgets,
@@ -326,18 +336,23 @@ public class Retrieval {
                 width++;
             }
         }
+        // Survivors scored, and features read, from the copy of the nodes while it is valid.
+        NodeCopy values = properties.nodeCopy
+                ? NodeCopy.current(db, tx, copy, dataset, properties, properties.nodeCopyWait) : null;
+        if (values != null && values.dimension > 0) {
+            scoring.checkDimension(values.dimension);
+        }
         FeatureRows rows = properties.features ? new FeatureRows(properties) : null;
         if (rows != null) {
             for (int s = 0; s < selectedIds.size(); s++) {
-                Node seed = Adjacency.nodeById(tx, copy.node(selectedRows[s]));
-                if (seed == null) {
+                if (!addFeatures(rows, values, copy, selectedRows[s], selectedIds.get(s), null, null, properties)) {
                     return null;
                 }
-                rows.add(selectedIds.get(s), seed.getProperties(properties.scoredKeys()));
             }
         }
         Expansion out = new Expansion();
         out.walked = "copy";
+        out.scored = values != null ? "copy" : "store";
         double[] bounds = new double[2];
         long[] id = new long[1];
         for (int hop = 1; hop <= budgets.size(); hop++) {
@@ -406,15 +421,24 @@ public class Retrieval {
             for (int c = 0; c < count; c++) {
                 if (high[c] >= threshold) {
                     guard.check();
-                    Node node = Adjacency.nodeById(tx, copy.node(candidates[c]));
-                    if (node == null || !node.hasLabel(dataset)) {
-                        return null;
+                    int row = candidates[c];
+                    Candidate candidate;
+                    if (values != null && values.kind(row) != NodeCopy.STORE) {
+                        // In the copy: every row there has the dataset's label (see Adjacency).
+                        candidate = new Candidate(null, row);
+                        candidate.similarity = values.similarity(row, scoring);
+                        candidate.id = values.id(row);
+                    } else {
+                        Node node = Adjacency.nodeById(tx, copy.node(row));
+                        if (node == null || !node.hasLabel(dataset)) {
+                            return null;
+                        }
+                        candidate = new Candidate(node, row);
+                        candidate.stored = node.getProperties(properties.exactKeys());
+                        candidate.similarity = scoring.exact(candidate.stored, id);
+                        candidate.id = id[0];
                     }
-                    Candidate candidate = new Candidate(node, candidates[c]);
                     candidate.via = best[c] / 3.0;
-                    candidate.stored = node.getProperties(properties.exactKeys());
-                    candidate.similarity = scoring.exact(candidate.stored, id);
-                    candidate.id = id[0];
                     candidate.score = candidate.similarity / 3.0 + candidate.via;
                     survivors.add(candidate);
                 }
@@ -434,10 +458,14 @@ public class Retrieval {
                 out.hops.add((long) hop);
                 out.similarities.add(c.similarity);
                 out.scores.add(c.score);
-                if (rows != null) {
-                    rows.add(c.id, labelled(c.node, c.stored, properties));
+                if (rows != null && !addFeatures(rows, values, copy, row, c.id, c.node, c.stored, properties)) {
+                    return null;
                 }
             }
+        }
+        // A write during this call that the copies do not show: the store decides.
+        if (values != null && !values.stillCurrent(db)) {
+            return null;
         }
         if (rows != null) {
             rows.into(out);
@@ -477,6 +505,27 @@ public class Retrieval {
                 }
             }
         });
+    }
+
+    /**
+     * Adds the features of row {@code row} of the relationships' copy: from the node copy when it
+     * holds the row's embedding, else from the store ({@code node} and {@code stored}: what was read
+     * for its score, when it was; null: read now). False when the node is gone.
+     */
+    private boolean addFeatures(FeatureRows rows, NodeCopy values, Adjacency copy, int row, long id, Node node,
+                                Map<String, Object> stored, Scoring.Properties properties) {
+        if (values != null && values.kind(row) == NodeCopy.FLOATS) {
+            rows.add(id, values.embedding(row), values.type(row), values.name(row));
+            return true;
+        }
+        if (node == null) {
+            node = Adjacency.nodeById(tx, copy.node(row));
+            if (node == null) {
+                return false;
+            }
+        }
+        rows.add(id, stored == null ? node.getProperties(properties.scoredKeys()) : labelled(node, stored, properties));
+        return true;
     }
 
     /** {@code stored} (a picked node's {@link Scoring.Properties#exactKeys}) with the node's type and name. */

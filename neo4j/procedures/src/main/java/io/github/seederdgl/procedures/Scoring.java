@@ -73,6 +73,12 @@ final class Scoring {
         /** When no valid copy is there, read one in this call before walking it ({@code adjacency_wait},
          * default false: walk the store now, read the copy in the background). */
         final boolean adjacencyWait;
+        /** K-hop on the relationships' copy scores survivors from an in-memory copy of the nodes' ids,
+         * embeddings, types and names while no write changed them ({@link NodeCopy}; config
+         * {@code node_copy}, default true; the same scores and features either way). */
+        final boolean nodeCopy;
+        /** When no valid node copy is there, read one in this call ({@code node_copy_wait}, default false). */
+        final boolean nodeCopyWait;
         /** K-hop also returns the embedding, type and name of every selected node, read once with
          * its score ({@code features}, default false), so that no second call has to read them. */
         final boolean features;
@@ -100,6 +106,8 @@ final class Scoring {
             adjacencyWait = c.get("adjacency_wait") != null && flag(c, "adjacency_wait");
             seedIndexWait = c.get("seed_index_wait") != null && flag(c, "seed_index_wait");
             features = c.get("features") != null && flag(c, "features");
+            nodeCopy = flag(c, "node_copy");
+            nodeCopyWait = c.get("node_copy_wait") != null && flag(c, "node_copy_wait");
             candidates = count(c, "candidates");
             preselectGuess = flag(c, "preselect_guess");
             Object given = c.get("types");
@@ -300,6 +308,17 @@ final class Scoring {
             for (int i = 0; i < z.length; i++) {
                 sum += z[i] * query[i];
             }
+        }
+        return sum;
+    }
+
+    /** sim(q, u) of an embedding kept at {@code values[offset, offset + length)}, summed as
+     * {@link #exact(Map, long[])} sums a stored float32 embedding: the same number to the last bit. */
+    double exact(float[] values, int offset, int length) {
+        checkDimension(length);
+        double sum = 0.0;
+        for (int i = 0; i < length; i++) {
+            sum += (double) values[offset + i] * query[i];
         }
         return sum;
     }
