@@ -57,6 +57,8 @@ def short(setting: str) -> str:
         return "procedure"
     if setting == "procedure-store":
         return "procedure, store walk"
+    if setting == "procedure-store-scores":
+        return "procedure, scores from the store"
     if setting == "procedure-exact":
         return "procedure, exact seeds"
     if setting == "procedure-exact-apart":
@@ -73,6 +75,9 @@ def describe(setting: str) -> str:
         return "procedure on the live graph (seeder.khop: all hops in one call, on its copy of the relationships)"
     if setting == "procedure-store":
         return "procedure on the live graph, walking the store (adjacency: false)"
+    if setting == "procedure-store-scores":
+        return ("procedure on the live graph, on its copy of the relationships, survivors scored from the store "
+                "instead of its copy of the nodes (node_copy: false)")
     if setting == "procedure-exact-apart":
         return "procedure on the live graph, on its copy, seeded exactly by a call of its own before K-hop"
     if setting == "procedure-candidates":
@@ -163,14 +168,16 @@ def exact_seeding(graphs: dict[str, LiveGraph], node_emb: np.ndarray, queries: n
 
 
 def copy_read_seconds(driver, dataset: str, q: np.ndarray, seeds, budgets: list[int]) -> float:
-    """How long one K-hop takes that reads the procedures' copy of the relationships first: a
-    node created and deleted (of a label of its own) makes the copy stale, as any write does."""
+    """How long one K-hop takes that reads the procedures' copies of the relationships and of the
+    nodes first: a node created and deleted (of a label of its own) makes both stale, as any write
+    does. Both are read again within the call, so the concurrency runs after it find them ready."""
     driver.execute_query("CREATE (:SeederBenchProbe)")  # two transactions: one that creates and
     driver.execute_query("MATCH (p:SeederBenchProbe) DELETE p")  # deletes changes nothing
-    waiting = LiveGraph(driver, dataset, khop="procedure", procedure_options={"adjacency_wait": True})
+    waiting = LiveGraph(driver, dataset, khop="procedure",
+                        procedure_options={"adjacency_wait": True, "node_copy_wait": True})
     t = time.perf_counter()
     waiting.khop_filter(q, seeds, budgets)
-    assert waiting.last_walked == "copy", waiting.last_walked
+    assert (waiting.last_walked, waiting.last_scored) == ("copy", "copy"), waiting.last_walked
     return time.perf_counter() - t
 
 
@@ -187,7 +194,8 @@ def main() -> None:
     parser.add_argument("--khop", default="procedure,procedure-exact,procedure-store,cypher",
                         help="K-hop paths to time side by side: procedure (seeder-dgl's procedures, walking their "
                              "in-memory copy of the relationships), procedure-exact (the same from exact seeds), "
-                             "procedure-store (walking the store) and cypher (once per --partitions setting); all "
+                             "procedure-store (walking the store), procedure-store-scores (not by default: on the "
+                             "copy, survivors scored from the store, not the copy of the nodes) and cypher (once per --partitions setting); all "
                              "but procedure-exact seed through the vector index; procedure-exact-apart (not by "
                              "default) seeds exactly in a statement of its own, as before the two were one; "
                              "procedure-candidates (not by default) seeds exactly among --seed-candidates "
@@ -216,9 +224,9 @@ def main() -> None:
     budgets = [int(b) for b in args.budgets.split(",")]
     engines = args.khop.split(",")
     if not engines or set(engines) - {"procedure", "procedure-exact", "procedure-exact-apart", "procedure-candidates",
-                                      "procedure-store", "cypher"}:
+                                      "procedure-store", "procedure-store-scores", "cypher"}:
         parser.error(f"--khop takes procedure, procedure-exact, procedure-exact-apart, procedure-candidates, "
-                     f"procedure-store and/or cypher, not {args.khop!r}")
+                     f"procedure-store, procedure-store-scores and/or cypher, not {args.khop!r}")
     if args.seeding != "dense":
         engines = [e for e in engines if not e.startswith(("procedure-exact", "procedure-candidates"))]  # dense
     partitions = [int(p) for p in args.partitions.split(",")]
@@ -238,6 +246,9 @@ def main() -> None:
     if "procedure-store" in engines:
         graphs["procedure-store"] = LiveGraph(driver, args.dataset, khop="procedure",
                                               procedure_options={"adjacency": False})
+    if "procedure-store-scores" in engines:
+        graphs["procedure-store-scores"] = LiveGraph(driver, args.dataset, khop="procedure",
+                                                     procedure_options={"node_copy": False})
     if "cypher" in engines:
         graphs.update({f"cypher-{p}": LiveGraph(driver, args.dataset, hop_partitions=p, khop="cypher")
                        for p in partitions})
@@ -284,7 +295,7 @@ def main() -> None:
                 retrieve(graphs[name], i)
     timed_ms: dict[str, list[float]] = {s: [] for s in settings}
     runs: dict[str, list] = {s: [] for s in settings}
-    on_copy = exact_same = 0
+    on_copy = scored_on_copy = exact_same = 0
     candidate_hits = 0
     # The live paths first, then the in-memory reference: interleaved per query, the reference's
     # scans of the whole embedding matrix would evict the server's working set from the CPU caches.
@@ -297,6 +308,7 @@ def main() -> None:
             timed_ms[name].append((time.perf_counter() - t) * 1000)
             runs[name].append((seeds, got))
             on_copy += name == "procedure" and graphs[name].last_walked == "copy"
+            scored_on_copy += name == "procedure" and graphs[name].last_scored == "copy"
     memory_ms, recall, sizes = [], [], []
     same_sets = {s: 0 for s in settings}
     for i, q in enumerate(queries):
@@ -347,6 +359,7 @@ def main() -> None:
         "same_node_set_fraction": {name: n / len(queries) for name, n in same_sets.items()},
         "concurrency": loads, "exact_seeding": exact,
         "procedure_on_copy_fraction": on_copy / len(queries) if "procedure" in graphs else None,
+        "procedure_scored_on_copy_fraction": scored_on_copy / len(queries) if "procedure" in graphs else None,
         "copy_read_seconds": copy_read,
         "exact_seeds_equal_scan_fraction": exact_same / len(queries) if "procedure-exact" in graphs else None,
         "seed_candidates": args.seed_candidates if "procedure-candidates" in graphs else None,
@@ -390,8 +403,9 @@ def main() -> None:
         + f" of queries. Mean subgraph: {result['mean_subgraph_nodes']:.0f} nodes.", "",
         *([f"The procedure row walked the server's in-memory copy of the relationships in "
            f"{result['procedure_on_copy_fraction']:.3f} of its timed queries (the copy is read in the background "
-           f"after the first call, and again after every write of nodes, relationships or labels). Reading it anew "
-           f"after a write, within one call that waits for it: {copy_read:.2f} s.", ""] if copy_read is not None else []),
+           f"after the first call, and again after every write of nodes, relationships or labels), and scored "
+           f"survivors from its copy of the nodes in {result['procedure_scored_on_copy_fraction']:.3f}. "
+           f"Reading both anew after a write, within one call that waits for them: {copy_read:.2f} s.", ""] if copy_read is not None else []),
         *([f"Exact dense seeding alone (k0={args.seeds}, the same queries, after one warm-up pass): procedure "
            f"(seeder.exactSeeds) p50 {exact['procedure']['p50']:.1f} ms, p95 {exact['procedure']['p95']:.1f} ms"
            + (f"; Cypher (seeding/exact.cypher, the first {min(args.cypher_exact_queries, len(queries))} queries) p50 "
