@@ -669,6 +669,52 @@ def test_khop_scores_from_the_copy_of_the_nodes_only_while_their_properties_stan
         writer.reset()
 
 
+def test_the_copies_of_every_dataset_share_one_heap_budget_and_stale_ones_are_dropped(neo4j_driver, dataset_label,
+                                                                                     seeder_procedures):
+    """``seeder.copies()`` lists the copies K-hop keeps, with the heap they hold, under one budget
+    for every dataset (a quarter of the server's heap). A write leaves a dataset's copies listed as
+    stale; once another copy is kept they are dropped, so a dataset no longer queried does not hold
+    its memory."""
+    first, second = dataset_label, dataset_label + "b"
+    _, _, _, writer_a = _ingest_random_graph(neo4j_driver, first)
+    _, _, _, writer_b = _ingest_random_graph(neo4j_driver, second)
+    label_a, label_b = label_for(first), label_for(second)
+    options = {"adjacency_wait": True, "node_copy_wait": True}
+    q = random_embeddings(1, seed=961)[0]
+
+    def expand(name: str) -> None:
+        graph = LiveGraph(neo4j_driver, name, khop="procedure", procedure_options=options)
+        graph.khop_filter(q, graph.dense_seeds(q, 3, exact=True), [10, 20], with_features=True)
+        assert graph.last_scored == "copy"
+
+    def copies() -> dict:
+        rows = neo4j_driver.execute_query("CALL seeder.copies() YIELD kind, label, bytes, current, budget "
+                                          "RETURN kind, label, bytes, current, budget").records
+        assert sum(r["bytes"] for r in rows) <= min(r["budget"] for r in rows)
+        return {(r["label"], r["kind"]): (r["bytes"], r["current"]) for r in rows if r["label"] in (label_a, label_b)}
+
+    try:
+        expand(first)
+        expand(second)
+        held = copies()
+        assert set(held) == {(label, kind) for label in (label_a, label_b) for kind in ("relationships", "nodes")}
+        assert all(bytes_ > 0 and current for bytes_, current in held.values())
+        # 1,500 nodes of 16 dimensions: the nodes' copy holds at least their floats
+        assert held[(label_a, "nodes")][0] >= 1500 * 16 * 4
+
+        neo4j_driver.execute_query(f"MATCH (n:{label_b}) WITH n LIMIT 1 SET n.name = 'written'")
+        held = copies()
+        assert held[(label_b, "nodes")][1] is False and held[(label_b, "relationships")][1] is True
+        neo4j_driver.execute_query(f"MATCH (n:{label_a}) WITH n LIMIT 1 SET n.name = 'written'")
+        expand(first)  # a new copy of the first dataset's nodes is kept: the second's stale one goes
+        held = copies()
+        assert (label_b, "nodes") not in held and held[(label_b, "relationships")][1] is True
+        assert held[(label_a, "nodes")][1] is True
+    finally:
+        writer_a.reset()
+        writer_b.reset()
+
+
 def _preselected_rows(emb: np.ndarray, q: np.ndarray, keep: int) -> np.ndarray:
     """The rows seeder.exactSeeds's preselection keeps (SeedIndex.preselect), computed here from the
     same sketches: sign bits of the unit sketches against their mean; the query's signs by Hamming

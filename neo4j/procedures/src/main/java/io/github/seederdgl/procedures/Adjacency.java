@@ -30,8 +30,9 @@ import org.neo4j.graphdb.Transaction;
  * from the store or from {@link NodeCopy} (kept row for row beside this copy, under a counter of
  * its own), and a node found gone sends the call back to the store.
  *
- * <p>Each copy holds at most an eighth of the heap (Prime scale, 8.1M relationship ends: 66 MB);
- * a larger dataset is walked through the store as before.
+ * <p>Each copy holds at most an eighth of the heap (Prime scale, 8.1M relationship ends: 66 MB),
+ * and all copies together a quarter ({@link CopyBudget}); a larger dataset is walked through the
+ * store as before.
  */
 final class Adjacency {
     static final long BUDGET = Runtime.getRuntime().maxMemory() / 8;
@@ -91,11 +92,12 @@ final class Adjacency {
         }
         if (copy != null) {
             COPIES.remove(key, copy);  // stale: not kept while the next one is read
+            CopyBudget.release(copy);
         }
         if (wait) {
             Adjacency read = read(counter, tx, label, properties);
             if (read.stamp == counter.get()) {
-                COPIES.put(key, read);
+                read = keep(key, read, counter, label);
                 return read.usable ? read : null;
             }
             return null;
@@ -105,10 +107,30 @@ final class Adjacency {
             if (read.stamp != counter.get()) {
                 return false;
             }
-            COPIES.put(key, read);
+            keep(key, read, counter, label);
             return true;
         });
         return null;
+    }
+
+    /** Keeps {@code read} under {@code key}: as read, or as unusable where the heap all copies share
+     * ({@link CopyBudget}) cannot hold it. */
+    private static Adjacency keep(String key, Adjacency read, AtomicLong counter, Label label) {
+        Adjacency kept = read;
+        if (read.usable && !CopyBudget.admit(read, "relationships", label.name(), read.bytes(),
+                () -> counter.get() == read.stamp, () -> COPIES.remove(key, read))) {
+            kept = unusable(read.stamp);
+        }
+        Object replaced = COPIES.put(key, kept);
+        if (replaced != null && replaced != kept) {
+            CopyBudget.release(replaced);  // a read in the call and one in the background, both done
+        }
+        return kept;
+    }
+
+    /** The heap this copy holds, about (its arrays, and the seed rows it may add). */
+    long bytes() {
+        return 44L * nodes.length + 8L * neighbours.length + 4L * offsets.length;
     }
 
     /** The database's change counter, asking the server to start it on first use; null where it cannot. */

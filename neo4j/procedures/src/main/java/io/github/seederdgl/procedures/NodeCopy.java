@@ -30,7 +30,8 @@ import org.neo4j.graphdb.Transaction;
  * error and edge case stays the store path's.
  *
  * <p>Each copy holds at most an eighth of the heap (MetaQA, 43k nodes of 384 dimensions: 69 MB;
- * Prime, 129k nodes: 0.2 GB); a larger dataset is scored from the store as before.
+ * Prime, 129k nodes: 0.2 GB), and all copies together a quarter ({@link CopyBudget}); a larger
+ * dataset is scored from the store as before.
  */
 final class NodeCopy {
     static final long BUDGET = Runtime.getRuntime().maxMemory() / 8;
@@ -49,18 +50,21 @@ final class NodeCopy {
     final boolean usable;
     /** Length of every {@link #FLOATS} row's embedding; 0 when there is none. */
     final int dimension;
+    /** The heap the copy holds, about. */
+    final long bytes;
     private final byte[] kinds;
     private final long[] ids;
     private final float[] embeddings;
     private final String[] types;
     private final String[] names;
 
-    private NodeCopy(Adjacency adjacency, long stamp, boolean usable, int dimension, byte[] kinds, long[] ids,
-                     float[] embeddings, String[] types, String[] names) {
+    private NodeCopy(Adjacency adjacency, long stamp, boolean usable, int dimension, long bytes, byte[] kinds,
+                     long[] ids, float[] embeddings, String[] types, String[] names) {
         this.adjacency = adjacency;
         this.stamp = stamp;
         this.usable = usable;
         this.dimension = dimension;
+        this.bytes = bytes;
         this.kinds = kinds;
         this.ids = ids;
         this.embeddings = embeddings;
@@ -89,11 +93,12 @@ final class NodeCopy {
         }
         if (copy != null) {
             COPIES.remove(key, copy);
+            CopyBudget.release(copy);
         }
         if (wait) {
             NodeCopy read = read(counter, tx, adjacency, properties);
             if (read.stamp == counter.get()) {
-                COPIES.put(key, read);
+                read = keep(key, read, db, label);
                 return read.usable ? read : null;
             }
             return null;
@@ -103,10 +108,25 @@ final class NodeCopy {
             if (read.stamp != counter.get()) {
                 return false;
             }
-            COPIES.put(key, read);
+            keep(key, read, db, label);
             return true;
         });
         return null;
+    }
+
+    /** Keeps {@code read} under {@code key}: as read, or as unusable where the heap all copies share
+     * ({@link CopyBudget}) cannot hold it. */
+    private static NodeCopy keep(String key, NodeCopy read, GraphDatabaseService db, Label label) {
+        NodeCopy kept = read;
+        if (read.usable && !CopyBudget.admit(read, "nodes", label.name(), read.bytes, () -> read.stillCurrent(db),
+                () -> COPIES.remove(key, read))) {
+            kept = unusable(read.adjacency, read.stamp);
+        }
+        Object replaced = COPIES.put(key, kept);
+        if (replaced != null && replaced != kept) {
+            CopyBudget.release(replaced);  // a read in the call and one in the background, both done
+        }
+        return kept;
     }
 
     /** Every row's properties, as the store gives them now. */
@@ -165,12 +185,12 @@ final class NodeCopy {
                 return unusable(adjacency, stamp);
             }
         }
-        return new NodeCopy(adjacency, stamp, true, dimension, kinds, ids,
+        return new NodeCopy(adjacency, stamp, true, dimension, bytes, kinds, ids,
                 embeddings == null ? new float[0] : embeddings, types, names);
     }
 
     private static NodeCopy unusable(Adjacency adjacency, long stamp) {
-        return new NodeCopy(adjacency, stamp, false, 0, new byte[0], new long[0], new float[0], new String[0],
+        return new NodeCopy(adjacency, stamp, false, 0, 0, new byte[0], new long[0], new float[0], new String[0],
                 new String[0]);
     }
 

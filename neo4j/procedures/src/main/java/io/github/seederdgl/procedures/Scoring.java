@@ -295,14 +295,11 @@ final class Scoring {
         }
         id[0] = ((Number) key).longValue();
         Object value = stored.get(properties.embedding);
+        if (value instanceof float[] z) {
+            return exact(z, 0, z.length);
+        }
         double sum = 0.0;
-        if (value instanceof float[]) {
-            float[] z = (float[]) value;
-            checkDimension(z.length);
-            for (int i = 0; i < z.length; i++) {
-                sum += (double) z[i] * query[i];
-            }
-        } else if (value instanceof double[]) {
+        if (value instanceof double[]) {
             double[] z = (double[]) value;
             checkDimension(z.length);
             for (int i = 0; i < z.length; i++) {
@@ -312,8 +309,8 @@ final class Scoring {
         return sum;
     }
 
-    /** sim(q, u) of an embedding kept at {@code values[offset, offset + length)}, summed as
-     * {@link #exact(Map, long[])} sums a stored float32 embedding: the same number to the last bit. */
+    /** sim(q, u) of a float32 embedding kept at {@code values[offset, offset + length)}: a stored
+     * embedding and the copy of the nodes both sum here, so their scores agree to the last bit. */
     double exact(float[] values, int offset, int length) {
         checkDimension(length);
         double sum = 0.0;
