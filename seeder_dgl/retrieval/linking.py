@@ -161,7 +161,7 @@ def name_pattern(name: str) -> str | None:
 FEATURES = ("match", "edits", "edit_rate", "exact", "cased", "name_upper", "question_cased", "span_share",
             "name_chars", "name_words", "token_recall", "longest", "inside_other", "ambiguity", "question_words",
             "text_score", "similarity", "similarity_rank", "log_degree", "relation_fit", "relation_max",
-            "relation_known", "partial")
+            "relation_known", "partial", "exact_elsewhere")
 """Per-candidate features, in column order (node types follow as one-hot columns)."""
 LINKER_FEATURES_V1 = FEATURES[:FEATURES.index("partial")]
 """The features of linkers fitted before partial matches: they are read with ``partial`` unweighted."""
@@ -330,6 +330,17 @@ def mention_table(question: str, hits: Sequence[dict], word_rates: dict[str, flo
     rank = np.empty(k, dtype=np.int64)
     rank[np.lexsort((np.arange(k), -sim))] = np.arange(k)
     feats[:, _F["similarity_rank"]] = 1.0 / (1.0 + rank)
+    # The span, as typed, is another candidate's whole name or surname letter for letter: then it is
+    # a real name word, and reading it as a typo of this name is likely wrong ("hanks movies": Tom
+    # Hanks, not the film Yanks one edit away).
+    spans_typed = best[order]
+    whole = (dist[:, spans_typed] == 0) & (gap[:, spans_typed] <= 1) & has_name[:, None]
+    if partial:  # a surname counts where the linker reads names by their last word
+        typed = np.asarray([compacts[b] for b in spans_typed], dtype=object)
+        whole |= (np.asarray(last, dtype=object)[:, None] == typed[None, :]) & (np.asarray(last) != "")[:, None]
+    whole[order, np.arange(k)] = False
+    inexact = np.where(is_partial, part_edits > 0, edits > 0) & (matched | is_partial)
+    feats[:, _F["exact_elsewhere"]] = whole.any(axis=0) & inexact[order]
     degrees = None
     if kept_hits and all(h.get("degrees") is not None for h in kept_hits):
         degrees = np.asarray([h["degrees"] for h in kept_hits], dtype=np.float64).reshape(k, -1)

@@ -154,25 +154,42 @@ def test_a_name_of_several_words_is_matched_by_its_last_word_where_the_profile_a
     assert found.ids(found.chosen) == [2] and found.names(found.chosen) == ["hanks"]
 
 
-def test_a_linker_fitted_before_partial_matches_scores_as_it_did():
+@pytest.mark.parametrize("first_new", ["partial", "exact_elsewhere"])
+def test_a_linker_fitted_before_newer_features_scores_as_it_did(first_new):
     rng = np.random.default_rng(1)
     width = len(FEATURES) + 2
+    at = FEATURES.index(first_new)
+    added = len(FEATURES) - at
     hidden = rng.normal(size=(width, 4))
-    hidden[FEATURES.index("partial")] = 0.0  # what an older linker is read as
+    hidden[at:len(FEATURES)] = 0.0  # what an older linker is read as
     linker = EntityLinker(rng.normal(size=width), rng.uniform(0.5, 2, size=width), rng.normal(size=4), 0.3,
                           ["person", "tag"], {}, hidden, rng.normal(size=4))
     raw = json.loads(linker.to_json())
-    at = FEATURES.index("partial")
-    assert raw["features"][at:] == ["partial"]
+    assert raw["features"][at:] == list(FEATURES[at:])
     raw["features"] = raw["features"][:at]
     for key in ("mean", "scale", "hidden_weight"):
-        raw[key] = raw[key][:at] + raw[key][at + 1:]
+        raw[key] = raw[key][:at] + raw[key][at + added:]
     older = EntityLinker.from_json(json.dumps(raw))
-    m = mention_table("what films did tom hanks or hanks star in",
+    m = mention_table("what films did tom hanks or hanks star in, or in yanks",
                       [hit(1, "Tom Hanks", kind="person"), hit(2, "Colin Hanks", kind="person"),
-                       hit(3, "tom", kind="tag")], partial=True)
-    assert m.features[:, F["partial"]].any()
+                       hit(3, "tom", kind="tag"), hit(4, "Shanks", kind="tag")], partial=True)
+    assert m.features[:, F["partial"]].any() and m.features[:, F["exact_elsewhere"]].any()
     np.testing.assert_allclose(older.logits(m), linker.logits(m), atol=1e-12)
+
+
+def test_a_typo_reading_of_a_word_that_is_another_names_surname_is_marked():
+    """"hanks movies": the film Shanks is one edit away, but "hanks" is Tom Hanks's surname letter
+    for letter, so the fuzzy reading carries ``exact_elsewhere``; the exact readings do not, and
+    without partial names a surname does not count."""
+    hits = [hit(1, "Shanks", kind="movie"), hit(2, "Tom Hanks", kind="person"), hit(3, "Colin Hanks", kind="person"),
+            hit(4, "Hanks", kind="tag"), hit(5, "Yanks", kind="movie")]
+    marked = lambda m: {h["id"]: m.features[j, F["exact_elsewhere"]] for j, h in enumerate(m.hits)}  # noqa: E731
+    assert marked(mention_table("hanks movies", hits, partial=True)) == {1: 1, 2: 0, 3: 0, 4: 0, 5: 1}
+    # without the tag "Hanks", only the surname makes the word a name
+    assert marked(mention_table("hanks movies", hits[:3] + hits[4:], partial=True)) == {1: 1, 2: 0, 3: 0, 5: 1}
+    assert marked(mention_table("hanks movies", hits[:3] + hits[4:], partial=False)) == {1: 0, 2: 0, 3: 0, 5: 0}
+    # a typo in the surname itself: no candidate is the typed word, so nothing is marked
+    assert not any(marked(mention_table("what movies did tom hankss act in", hits, partial=True)).values())
 
 
 def test_candidates_come_in_lexical_order_and_are_cut():
