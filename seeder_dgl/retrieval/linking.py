@@ -334,13 +334,13 @@ def mention_table(question: str, hits: Sequence[dict], word_rates: dict[str, flo
     # a real name word, and reading it as a typo of this name is likely wrong ("hanks movies": Tom
     # Hanks, not the film Yanks one edit away).
     spans_typed = best[order]
-    whole = (dist[:, spans_typed] == 0) & (gap[:, spans_typed] <= 1) & has_name[:, None]
+    named = (dist[:, spans_typed] == 0) & (gap[:, spans_typed] <= 1) & has_name[:, None]
     if partial:  # a surname counts where the linker reads names by their last word
         typed = np.asarray([compacts[b] for b in spans_typed], dtype=object)
-        whole |= (np.asarray(last, dtype=object)[:, None] == typed[None, :]) & (np.asarray(last) != "")[:, None]
-    whole[order, np.arange(k)] = False
+        named |= (np.asarray(last, dtype=object)[:, None] == typed[None, :]) & (np.asarray(last) != "")[:, None]
+    named[order, np.arange(k)] = False
     inexact = np.where(is_partial, part_edits > 0, edits > 0) & (matched | is_partial)
-    feats[:, _F["exact_elsewhere"]] = whole.any(axis=0) & inexact[order]
+    feats[:, _F["exact_elsewhere"]] = named.any(axis=0) & inexact[order]
     degrees = None
     if kept_hits and all(h.get("degrees") is not None for h in kept_hits):
         degrees = np.asarray([h["degrees"] for h in kept_hits], dtype=np.float64).reshape(k, -1)

@@ -116,16 +116,8 @@ final class Adjacency {
     /** Keeps {@code read} under {@code key}: as read, or as unusable where the heap all copies share
      * ({@link CopyBudget}) cannot hold it. */
     private static Adjacency keep(String key, Adjacency read, AtomicLong counter, Label label) {
-        Adjacency kept = read;
-        if (read.usable && !CopyBudget.admit(read, "relationships", label.name(), read.bytes(),
-                () -> counter.get() == read.stamp, () -> COPIES.remove(key, read))) {
-            kept = unusable(read.stamp);
-        }
-        Object replaced = COPIES.put(key, kept);
-        if (replaced != null && replaced != kept) {
-            CopyBudget.release(replaced);  // a read in the call and one in the background, both done
-        }
-        return kept;
+        return CopyBudget.keep(COPIES, key, read, read.usable, "relationships", label.name(), read.bytes(),
+                () -> counter.get() == read.stamp, () -> unusable(read.stamp));
     }
 
     /** The heap this copy holds, about (its arrays, and the seed rows it may add). */

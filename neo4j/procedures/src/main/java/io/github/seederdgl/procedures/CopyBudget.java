@@ -5,7 +5,9 @@ import java.util.IdentityHashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import java.util.stream.Stream;
 
 import org.neo4j.procedure.Description;
@@ -36,7 +38,7 @@ public final class CopyBudget {
      * Whether {@code copy} ({@code bytes} of heap) may be kept beside the copies held now: those no
      * longer {@code current} are dropped (their {@code drop} runs) before the sum is taken.
      */
-    static synchronized boolean admit(Object copy, String kind, String label, long bytes, BooleanSupplier current,
+    private static synchronized boolean admit(Object copy, String kind, String label, long bytes, BooleanSupplier current,
                                       Runnable drop) {
         long held = 0;
         for (Iterator<Held> it = HELD.values().iterator(); it.hasNext(); ) {
@@ -53,6 +55,23 @@ public final class CopyBudget {
         }
         HELD.put(copy, new Held(kind, label, bytes, current, drop));
         return true;
+    }
+
+    /**
+     * Puts {@code read} under {@code key} in its owner's {@code copies}: as read where it is not
+     * {@code usable} anyway or the budget admits it, else {@code refused} (an unusable copy under the
+     * same stamps). A copy it replaces (a read in the call and one in the background, both done) is
+     * released. Returns what was put.
+     */
+    static <T> T keep(ConcurrentHashMap<String, T> copies, String key, T read, boolean usable, String kind,
+                      String label, long bytes, BooleanSupplier current, Supplier<T> refused) {
+        T kept = usable && !admit(read, kind, label, bytes, current, () -> copies.remove(key, read))
+                ? refused.get() : read;
+        T replaced = copies.put(key, kept);
+        if (replaced != null && replaced != kept) {
+            release(replaced);
+        }
+        return kept;
     }
 
     /** {@code copy} is no longer kept (its owner found it stale). */

@@ -117,16 +117,8 @@ final class NodeCopy {
     /** Keeps {@code read} under {@code key}: as read, or as unusable where the heap all copies share
      * ({@link CopyBudget}) cannot hold it. */
     private static NodeCopy keep(String key, NodeCopy read, GraphDatabaseService db, Label label) {
-        NodeCopy kept = read;
-        if (read.usable && !CopyBudget.admit(read, "nodes", label.name(), read.bytes, () -> read.stillCurrent(db),
-                () -> COPIES.remove(key, read))) {
-            kept = unusable(read.adjacency, read.stamp);
-        }
-        Object replaced = COPIES.put(key, kept);
-        if (replaced != null && replaced != kept) {
-            CopyBudget.release(replaced);  // a read in the call and one in the background, both done
-        }
-        return kept;
+        return CopyBudget.keep(COPIES, key, read, read.usable, "nodes", label.name(), read.bytes,
+                () -> read.stillCurrent(db), () -> unusable(read.adjacency, read.stamp));
     }
 
     /** Every row's properties, as the store gives them now. */
