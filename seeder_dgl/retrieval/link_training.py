@@ -55,6 +55,7 @@ from seeder_dgl.retrieval.relation_prior import (
     TOKEN_PRIOR_STEPS,
     RelationPrior,
     answer_mask,
+    fit_answer_types,
     fit_relation_prior,
     fit_token_prior,
     path_relations,
@@ -410,6 +411,8 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
     prior.stats.update({"sampled": len(labels_of), "templates": len(rows), "synonyms": synonyms,
                         "synonym_copies": len(copies)})
     prior = prior.bind(encode, encode_tokens)
+    answers = {int(v.query.id): v.query.answers for v in linked} | {int(q.id): q.answers for q, _ in marked}
+    prior = with_answer_types(prior, graph, rows, [answers[o] for o in owners], seed, progress)
     if folds < 2:
         return prior, None
     with _bars(progress) as bars:
@@ -421,6 +424,36 @@ def _fit_prior(graph, variants: list[_Variant], encode, encode_tokens, hops: int
                                 prior.fingerprint)
     fold_priors.priors = [p.bind(encode, encode_tokens) for p in fold_priors.priors]
     return prior, fold_priors
+
+
+def with_answer_types(prior: RelationPrior, graph, templates: Sequence[str], answers: Sequence[Sequence[int]],
+                      seed: int = 0, progress: bool = False) -> RelationPrior:
+    """``prior`` with an answer-type head (``RelationPrior.answer_types``) fitted on ``templates``
+    and the node types of each one's ``answers``; unchanged on a graph of fewer than two types."""
+    node_type, type_names = getattr(graph, "node_type", None), getattr(graph, "node_type_names", None)
+    if node_type is None or not type_names or len(type_names) < 2:
+        return prior
+    rows, targets = [], []
+    for template, found in zip(templates, answers):
+        ids = np.asarray([a for a in found if 0 <= a < node_type.shape[0]], dtype=np.int64)
+        kinds = node_type[ids] if ids.size else ids
+        kinds = kinds[kinds >= 0]
+        if kinds.size:
+            rows.append(template)
+            targets.append(np.bincount(kinds, minlength=len(type_names)) / kinds.size)
+    if len(rows) < 20 or len({int(np.argmax(t)) for t in targets}) < 2:
+        return prior
+    with _bars(progress) as bars:
+        task = bars.add_task(f"answer types on {len(rows):,} templates", total=len(rows) + 1)
+        features = []
+        for lo in range(0, len(rows), 1024):
+            features.append(prior.features(rows[lo:lo + 1024]))
+            bars.advance(task, len(features[-1]))
+        weight, bias, stats = fit_answer_types(np.concatenate(features), np.stack(targets), seed=seed)
+        bars.advance(task, 1)
+    prior.stats["answer_types"] = stats
+    return replace(prior, answer_type_names=[str(t) for t in type_names], answer_type_weight=weight,
+                   answer_type_bias=bias)
 
 
 def _path_labels(arrays, questions: Sequence[tuple[int, Sequence[int], Sequence[int]]], hops: int,

@@ -109,6 +109,17 @@ class RetrievalSettings:
                                                    first_relations=first_relations)
 
 
+    def set_answer_types(self, sub: QuerySubgraph, embedding: np.ndarray, question: str = "",
+                         names: Sequence[str] = ()) -> None:
+        """Give ``sub`` the relation prior's answer types for ``question`` (its linked seeds named
+        ``names``), when the prior has an answer-type head; the ranking multiplies them in."""
+        prior = self.relation_prior
+        if prior is None or prior.answer_type_weight is None:
+            return
+        sub.answer_types = prior.question_answer_types(question, embedding, names).astype(np.float32)
+        sub.answer_type_names = tuple(prior.answer_type_names)
+
+
 def parse_stored(text: str | None, parse, what: str, where: str, fix: str):
     """JSON kept as text ``where`` (a dataset's record, a trained retriever's file), parsed; None when
     there is none, a one-line error saying to ``fix`` it when it cannot be read."""
@@ -191,7 +202,7 @@ def seed_and_expand(graph: GraphBackend, question: str, embedding: np.ndarray,
     combined = getattr(graph, "exact_seeds_khop_filter", None)
     if settings.seeding == "dense" and settings.exact_seeds and combined is not None:
         # Exact dense seeds do not depend on the relation prior: seeding and K-hop go in one call.
-        scores = settings.relation_scores(embedding, question, [])
+        scores, names = settings.relation_scores(embedding, question, []), None
         seeds, sub = combined(embedding, settings.seeds, list(settings.budgets), relation_scores=scores,
                               with_features=with_features)
     else:
@@ -202,6 +213,7 @@ def seed_and_expand(graph: GraphBackend, question: str, embedding: np.ndarray,
                                 with_features=with_features)
     if scores is not None:
         sub.relation_scores = scores.astype(np.float32)  # the policy's path feature reads them
+    settings.set_answer_types(sub, embedding, question, [] if names is None else names)
     return seeds, sub
 
 

@@ -286,6 +286,15 @@ class RelationPrior:
     """The words of the templates it was fitted on: a template word it never saw is read as the
     nearest of them within a typo (``retrieval.spelling``). None: priors fitted before it read every
     word as typed."""
+    answer_type_names: list[str] | None = None
+    """The node types the answer-type head reads as (the graph's when it was fitted); None: priors
+    fitted before it, or on a graph without types."""
+    answer_type_weight: np.ndarray | None = None
+    """float64 [F, T]: the answer-type head, ``p(t | q) = softmax(ANSWER_TYPE_SCALE · x̂ W + c)`` on
+    the unit input vector x̂ (``features``; the question's embedding for a question prior): which
+    type of node the question asks for ("which films ..." a movie, "who ..." a person)."""
+    answer_type_bias: np.ndarray | None = None
+    """float64 [T]: ``c``."""
     encode: Callable[[list[str]], np.ndarray] | None = field(default=None, compare=False, repr=False)
     """Texts -> embeddings [n, d] with the dataset's encoder (``bind``); needed for templates."""
     encode_tokens: Callable[[list[str]], tuple[np.ndarray, list[np.ndarray], list]] | None = field(
@@ -317,6 +326,15 @@ class RelationPrior:
             raise ValueError(f"relation prior name reading of shape "
                              f"{None if self.name_emb is None else self.name_emb.shape}: expected a token prior's "
                              f"({self.weight.shape[1]}, d) names with a gain of ({self.hops},)")
+
+        head = (self.answer_type_names, self.answer_type_weight, self.answer_type_bias)
+        if any(a is not None for a in head) and (
+                any(a is None for a in head) or self.answer_type_weight.ndim != 2
+                or self.answer_type_weight.shape[1] != len(self.answer_type_names)
+                or self.answer_type_bias.shape != (len(self.answer_type_names),)):
+            raise ValueError(f"relation prior answer-type head of shape "
+                             f"{None if self.answer_type_weight is None else self.answer_type_weight.shape}: "
+                             f"expected (F, T) with a bias of (T,) for T type names")
 
     @property
     def hops(self) -> int:
@@ -425,6 +443,27 @@ class RelationPrior:
             return self.scores(embedding, hops, first_relations)
         return self.scores(self.features([question_template(question, names)])[0], hops, first_relations)
 
+    def answer_types(self, features: np.ndarray) -> np.ndarray | None:
+        """float64 [T] (``answer_type_names``' order): the answer-type head's probabilities for one
+        input vector (as ``scores`` reads it), or None without a head."""
+        if self.answer_type_weight is None:
+            return None
+        x = np.asarray(features, dtype=np.float64).reshape(-1)
+        logits = ANSWER_TYPE_SCALE * (x / max(float(np.linalg.norm(x)), 1e-12)) @ self.answer_type_weight
+        logits = logits + self.answer_type_bias
+        p = np.exp(logits - logits.max())
+        return p / p.sum()
+
+    def question_answer_types(self, question: str, embedding: np.ndarray,
+                              names: Sequence[str] = ()) -> np.ndarray | None:
+        """``answer_types`` for a question read as ``question_scores`` reads it (the template's
+        features come from the same cache, so this embeds nothing more)."""
+        if self.answer_type_weight is None:
+            return None
+        if self.input == "question":
+            return self.answer_types(embedding)
+        return self.answer_types(self.features([question_template(question, names)])[0])
+
     @property
     def fingerprint(self) -> str:
         digest = hashlib.sha256()
@@ -449,6 +488,10 @@ class RelationPrior:
             digest.update(self.input.encode())
         if self.words is not None:
             digest.update(json.dumps(sorted(self.words.counts.items())).encode())
+        if self.answer_type_weight is not None:
+            digest.update(json.dumps(self.answer_type_names).encode())
+            for a in (self.answer_type_weight, self.answer_type_bias):
+                digest.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
         return digest.hexdigest()[:16]
 
     def to_json(self) -> str:
@@ -468,6 +511,9 @@ class RelationPrior:
             out.update(name_emb=self.name_emb.tolist(), name_gain=self.name_gain.tolist())
         if self.words is not None:
             out.update(words=self.words.to_dict())
+        if self.answer_type_weight is not None:
+            out.update(answer_type_names=self.answer_type_names, answer_type_weight=self.answer_type_weight.tolist(),
+                       answer_type_bias=self.answer_type_bias.tolist())
         return json.dumps(out)
 
     @classmethod
@@ -508,9 +554,14 @@ class RelationPrior:
         if words is not None and (not isinstance(words, dict)
                                   or not all(isinstance(n, int) and n > 0 for n in words.values())):
             raise ValueError("relation prior words are not a table of word counts")
+        head = {}
+        if raw.get("answer_type_weight") is not None:
+            head = {"answer_type_names": [str(t) for t in raw["answer_type_names"]],
+                    "answer_type_weight": np.asarray(raw["answer_type_weight"], dtype=np.float64),
+                    "answer_type_bias": np.asarray(raw["answer_type_bias"], dtype=np.float64)}
         return cls(weight, bias, types, dict(raw.get("stats") or {}), hidden_weight, hidden_bias,
                    str(raw.get("input", "question")), **tokens, **steps,
-                   words=TemplateWords({str(w): int(n) for w, n in words.items()}) if words else None)
+                   words=TemplateWords({str(w): int(n) for w, n in words.items()}) if words else None, **head)
 
     def aligned(self, relation_types: Sequence[str]) -> "RelationPrior":
         """The prior with its columns in ``relation_types`` order; a type it never saw scores σ(-∞) = 0
@@ -528,6 +579,44 @@ class RelationPrior:
                 if names is not None:
                     names[j] = self.name_emb[col[t]]
         return replace(self, weight=weight, bias=bias, relation_types=list(relation_types), name_emb=names)
+
+
+ANSWER_TYPE_SCALE = 10.0
+"""The answer-type head reads a unit vector: its logits are this times the weights' products, so
+that Adam's steps of the same size move them by units."""
+ANSWER_TYPE_STEPS = 400
+"""Full-batch steps of ``fit_answer_types``."""
+
+
+@fixed_threads(FIT_THREADS)  # the same fit whatever thread count the command runs with
+def fit_answer_types(features: np.ndarray, targets: np.ndarray, *, steps: int = ANSWER_TYPE_STEPS,
+                     lr: float = 0.05, weight_decay: float = 1e-4, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(weight [F, T], bias [T], stats): a softmax regression of the answers' node types on the unit
+    input vectors ``features`` [Q, F] (what ``RelationPrior.features`` gives for the templates).
+    ``targets`` [Q, T]: each question's answers' share per type (rows summing to 1). Full-batch Adam
+    on the cross-entropy plus ``weight_decay`` times the squared weights; float64, deterministic."""
+    import torch
+
+    x = torch.from_numpy(unit_rows(np.asarray(features, dtype=np.float64)))
+    y = torch.from_numpy(np.asarray(targets, dtype=np.float64))
+    if x.shape[0] != y.shape[0] or x.shape[0] == 0:
+        raise ValueError(f"{x.shape[0]} feature rows for {y.shape[0]} answer-type rows")
+    torch.manual_seed(seed)
+    weight = torch.zeros(x.shape[1], y.shape[1], dtype=torch.float64, requires_grad=True)
+    bias = torch.log(y.mean(0).clamp_min(1e-4)).clone().requires_grad_(True)
+    opt = torch.optim.Adam([weight, bias], lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        logp = torch.log_softmax(ANSWER_TYPE_SCALE * x @ weight + bias, dim=1)
+        loss = -(y * logp).sum(1).mean() + weight_decay * weight.pow(2).sum()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        p = torch.softmax(ANSWER_TYPE_SCALE * x @ weight + bias, dim=1)
+        right = float((p.argmax(1) == y.argmax(1)).double().mean())
+    stats = {"questions": int(x.shape[0]), "train_loss": round(float(loss.detach()), 5), "train_top1": round(right, 4),
+             "steps": steps}
+    return weight.detach().numpy().copy(), bias.detach().numpy().copy(), stats
 
 
 TOKEN_DROPOUT = 0.2

@@ -15,7 +15,7 @@ import numpy as np
 
 from seeder_dgl.errors import SeederError
 from seeder_dgl.fileio import atomic_write_bytes, atomic_write_json
-from seeder_dgl.subgraph.record import QuerySubgraph, stack_relation_scores
+from seeder_dgl.subgraph.record import QuerySubgraph, stack_answer_types, stack_relation_scores
 
 
 class CacheError(SeederError):
@@ -48,6 +48,9 @@ def save_shard(path: Path, records: list[QuerySubgraph], query_emb: np.ndarray) 
     relation_scores = stack_relation_scores(records)
     if relation_scores is not None:
         payload["relation_scores"] = relation_scores
+    answer_types = stack_answer_types(records)
+    if answer_types is not None:
+        payload["answer_types"], payload["answer_type_names"] = answer_types[0], np.asarray(answer_types[1], dtype=str)
     buffer = io.BytesIO()
     np.savez(buffer, **payload)
     atomic_write_bytes(path, buffer.getvalue())
@@ -62,13 +65,15 @@ def load_shard(path: Path) -> tuple[list[QuerySubgraph], np.ndarray]:
                          "`seeder-dgl extract` again") from exc
     no, eo = data["node_offsets"], data["edge_offsets"]
     records = []
+    type_names = tuple(str(t) for t in data["answer_type_names"]) if "answer_types" in data else ()
     for i, qid in enumerate(data["query_id"]):
         a, b, c, d = no[i], no[i + 1], eo[i], eo[i + 1]
         records.append(QuerySubgraph(
             query_id=int(qid), node_ids=data["node_ids"][a:b], hop=data["hop"][a:b], score=data["score"][a:b],
             src=data["src"][c:d], dst=data["dst"][c:d], rel=data["rel"][c:d], labels=data["labels"][a:b],
             num_answers=int(data["num_answers"][i]),
-            **({"relation_scores": data["relation_scores"][i]} if "relation_scores" in data else {})))
+            **({"relation_scores": data["relation_scores"][i]} if "relation_scores" in data else {}),
+            **({"answer_types": data["answer_types"][i], "answer_type_names": type_names} if type_names else {})))
     return records, data["query_emb"]
 
 

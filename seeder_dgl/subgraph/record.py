@@ -33,6 +33,11 @@ class QuerySubgraph:
     relation_scores: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     """float32 [hops, R]: the relation terms K-hop followed, hop by hop (a learned relation prior's,
     ``retrieval.relation_prior``); empty when it followed sim(q, r)."""
+    answer_types: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    """float32 [T]: the relation prior's answer-type head for the question (``answer_type_names``'
+    order, ``RelationPrior.answer_types``); empty without one. The ranking multiplies it in."""
+    answer_type_names: tuple[str, ...] = ()
+    """The node types ``answer_types`` stands for."""
     exact_score: np.ndarray | None = field(default=None, repr=False)
     """float64 [n]: ``score`` before rounding to float32, as the backend computed it (in memory, or
     Neo4j's doubles on the live graph); rankings by score use it, so that rounding never decides an
@@ -76,3 +81,14 @@ def stack_relation_scores(records: list[QuerySubgraph]) -> np.ndarray | None:
         return None
     return np.stack([r.relation_scores for r in records]).astype(np.float32)
 
+
+
+def stack_answer_types(records: list[QuerySubgraph]) -> tuple[np.ndarray, tuple[str, ...]] | None:
+    """(float32 [B, T], type names): the records' answer types, when every record carries them over
+    the same types (a split grown with one relation prior), else None."""
+    if not records or records[0].answer_types.size == 0:
+        return None
+    names = records[0].answer_type_names
+    if any(r.answer_type_names != names or r.answer_types.shape != (len(names),) for r in records):
+        return None
+    return np.stack([r.answer_types for r in records]).astype(np.float32), names
