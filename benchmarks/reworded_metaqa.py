@@ -87,6 +87,27 @@ def reworded(qtype: str, topic: str, rng: np.random.Generator) -> tuple[str, str
     return ask.format(f=films.format(x=topic)), ask.format(f=films.format(x="{x}"))
 
 
+def reworded_rows(kg, qa, per_hop: int, rng: np.random.Generator) -> list[tuple]:
+    """(hops, phrasing, written, reworded, answer ids): per hop count (1, 2) the first ``per_hop``
+    validation questions of a seeded order that a phrasing rewords unlike any training question."""
+    from seeder_dgl.retrieval.linking import wording_key
+
+    train_keys = {wording_key(q.text, [kg.node_names[t] for t in q.topic]) for q in qa.split("train") if q.topic}
+    rows = []
+    for hops in (1, 2):
+        val = [q for q in qa.split(f"val_{hops}hop") if len(q.topic) == 1 and q.answers and q.qtype]
+        for i in rng.permutation(len(val)):
+            q = val[i]
+            topic = kg.node_names[q.topic[0]]
+            made = reworded(q.qtype, topic, rng)
+            if made is None or wording_key(made[0], [topic]) in train_keys:
+                continue
+            rows.append((hops, made[1], q.text, made[0], set(q.answers)))
+            if sum(r[0] == hops for r in rows) >= per_hop:
+                break
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--per-hop", type=int, default=500, help="validation questions per hop count (seeded sample)")
@@ -97,23 +118,9 @@ def main() -> None:
 
     from loaders.metaqa import load_metaqa
     from seeder_dgl.api import Retriever
-    from seeder_dgl.retrieval.linking import wording_key
 
     kg, qa = load_metaqa()
-    train_keys = {wording_key(q.text, [kg.node_names[t] for t in q.topic]) for q in qa.split("train") if q.topic}
-    rng = np.random.default_rng(0)
-    rows = []  # (hops, phrasing, written, reworded, answers)
-    for hops in (1, 2):
-        val = [q for q in qa.split(f"val_{hops}hop") if len(q.topic) == 1 and q.answers and q.qtype]
-        for i in rng.permutation(len(val)):
-            q = val[i]
-            topic = kg.node_names[q.topic[0]]
-            made = reworded(q.qtype, topic, rng)
-            if made is None or wording_key(made[0], [topic]) in train_keys:
-                continue
-            rows.append((hops, made[1], q.text, made[0], set(q.answers)))
-            if sum(r[0] == hops for r in rows) >= args.per_hop:
-                break
+    rows = reworded_rows(kg, qa, args.per_hop, np.random.default_rng(0))
 
     retriever = Retriever("metaqa", method="seeder", checkpoint=args.checkpoint)
     hits = written_and_typed(retriever, rows, "reworded", args.k)

@@ -10,7 +10,7 @@ from seeder_dgl.cli import app
 from seeder_dgl.retrieval.relation_prior import RelationPrior
 from tests.helpers.cli import runner
 from tests.helpers.cli import run_ok as _ok
-from tests.helpers.own_graph import company_graph, write_questions, write_triples
+from tests.helpers.own_graph import company_graph, write_questions, write_tables, write_triples
 
 
 def _record(driver, name: str) -> dict:
@@ -70,5 +70,38 @@ def test_tune_fits_a_prior_that_follows_the_asked_relation(own_env, neo4j_driver
             _ok("extract", name, "--refit-prior", "--overwrite")
             again = RelationPrior.from_json(_record(neo4j_driver, name)["relation_prior"])
             np.testing.assert_allclose(again.weight, prior.weight, atol=1e-9)  # same questions, same seed
+    finally:
+        runner.invoke(app, ["drop", name, "--yes"])
+
+
+def test_on_a_graph_with_node_types_the_prior_learns_which_type_a_question_asks_for(own_env, neo4j_driver,
+                                                                                      dataset_label):
+    # Nodes with types (a node table): `tune` fits the prior with its answer-type head and stores it.
+    name = dataset_label.lower()
+    graph = company_graph(seed=4, people=100)
+    folder = own_env / "typed"
+    write_tables(graph, folder, "csv")
+    write_questions(graph, folder)
+    try:
+        _ok("ingest", name, "--source", str(folder))
+        _ok("tune", name)
+        record = _record(neo4j_driver, name)
+        prior = RelationPrior.from_json(record["relation_prior"])
+        assert set(prior.answer_type_names) == {"person", "company", "city", "country", "industry"}
+        assert prior.stats["answer_types"]["train_top1"] > 0.95
+        from seeder_dgl.datasets import resolve_model
+        from seeder_dgl.embeddings import TextEncoder
+
+        bound = prior.bind_encoder(TextEncoder(resolve_model(record["model"])))
+        person = next(n["name"] for n in graph.nodes if n["type"] == "person")
+        company = next(n["name"] for n in graph.nodes if n["type"] == "company")
+
+        def asks_for(question, topic):
+            p = bound.question_answer_types(question, np.zeros(1), [topic])
+            return prior.answer_type_names[int(np.argmax(p))]
+
+        assert asks_for(f"Where does {person} work?", person) == "company"
+        assert asks_for(f"In which country was {person} born?", person) == "country"
+        assert asks_for(f"Who works at {company}?", company) == "person"
     finally:
         runner.invoke(app, ["drop", name, "--yes"])
