@@ -11,7 +11,8 @@ For every question with a labelled subgraph, the funnel asks, in pipeline order:
 3. ``candidate`` — an answer was a seed or survived the frontier cap at some step (``U_t``):
    the policy was shown it;
 4. ``picked`` — an answer is in the final selection ``V_T``;
-5. ``hit@5`` / ``hit@1`` — the scoring head ranked an answer in the top 5 / first.
+5. ``hit@5`` / ``hit@1`` — the scoring head (times the answer types, where the prior has them) ranked
+   an answer in the top 5 / first.
 
 Each stage implies the one before it, so the drop between neighbouring stages says which part of
 the method lost the answer: the seeds (0), the K-hop budget (0→1), the horizon (2), the frontier cap (2→3), the
@@ -30,6 +31,7 @@ import torch
 from seeder_dgl.model.ops import select_ops
 from seeder_dgl.model.policy import capped_frontier
 from seeder_dgl.retrieval.relation_prior import UNREACHED, bfs_distances
+from seeder_dgl.training.ranking import with_answer_types
 from seeder_dgl.training.rollout import rollout
 
 STAGES = ("seeded", "in_subgraph", "reachable", "candidate", "picked", "hit@5", "hit@1")
@@ -143,7 +145,10 @@ def diagnose(loaded, records: Sequence, node_features, query_emb: np.ndarray, *,
         chunk = todo[start:start + batch_size]
         batch = prep.batch([records[i] for i in chunk], rows, query[chunk], loaded.device)
         out = rollout(loaded.policy, batch, sample=False, mode=mode, ops=ops, keep_trace=True)
-        ids, _ = out.ranked()
+        ids, scores = out.ranked()
+        # Ranked as LoadedPolicy.rank serves it: the answer-type product included.
+        ids = [with_answer_types(prep, records[i], rows, node_ids, node_scores)[0]
+               for i, node_ids, node_scores in zip(chunk, ids, scores)]
         part = funnel_flags(batch, ids, out.trace, out.selected, expanded=mode != "rerank")
         for s, values in part.items():
             flags[s][chunk] = values

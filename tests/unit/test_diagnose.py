@@ -96,3 +96,26 @@ def test_stages_imply_each_other_and_group():
     assert "### by hops" in text and "| all | 30 |" in text
     losses = funnel.losses()
     assert abs(sum(losses.values()) - (funnel.summary()["in_subgraph"] - funnel.summary()["hit@1"])) < 1e-9
+
+
+def test_the_funnel_ranks_as_the_policy_serves_with_the_answer_types_multiplied_in():
+    torch.manual_seed(0)
+    cfg = TrainConfig(hidden_dim=8, heads=2, num_layers=1, expansion_sizes=(1,), frontier_caps=(1,), pca_dim=None)
+    policy = SeederPolicy(DIM, RELATIONS + 1, hidden_dim=8, num_layers=1, heads=2, expansion_sizes=(1,),
+                          frontier_caps=(1,), num_node_types=3).eval()
+    loaded = LoadedPolicy(policy=policy, cfg=cfg, preprocessing=Preprocessing(RELATIONS, node_type_names=["movie", "person"]),
+                          relation_types=["a", "b", "c"], dataset="t", embedding_model=None, dimension=DIM,
+                          device=torch.device("cpu"))
+    rng = np.random.default_rng(1)
+    emb = rng.normal(size=(100, DIM)).astype(np.float32)
+    types = np.zeros(100, np.int64)
+    types[51] = 1  # the answer is a person, the seed a film
+    query = rng.normal(size=(1, DIM)).astype(np.float32)
+    for asked, answer_first in (("person", True), ("movie", False)):
+        sub = record(4, [50, 51], [(0, 1)], [0, 1], [0.9, 0.3], answers=[51])
+        sub.answer_type_names = ("movie", "person")
+        sub.answer_types = np.asarray([1e-6, 1.0] if asked == "person" else [1.0, 1e-6], np.float32)
+        funnel = diagnose(loaded, [sub], emb, query, node_types=types)
+        served = loaded.rank([sub], emb, query, k=5, node_types=types)[0]
+        assert funnel.flags["picked"][0] and funnel.flags["hit@5"][0]
+        assert bool(funnel.flags["hit@1"][0]) is answer_first is (served[0][0] == 51)
