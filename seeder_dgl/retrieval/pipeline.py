@@ -108,7 +108,6 @@ class RetrievalSettings:
         return self.relation_prior.question_scores(question, embedding, names, hops=len(self.budgets),
                                                    first_relations=first_relations)
 
-
     def set_answer_types(self, sub: QuerySubgraph, embedding: np.ndarray, question: str = "",
                          names: Sequence[str] = ()) -> None:
         """Give ``sub`` the relation prior's answer types for ``question`` (its linked seeds named
