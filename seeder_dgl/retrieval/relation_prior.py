@@ -439,9 +439,15 @@ class RelationPrior:
                         hops: int | None = None, first_relations: np.ndarray | None = None) -> np.ndarray:
         """``scores`` for a question with embedding ``embedding`` whose linked seeds are ``names``
         (and have the relation types ``first_relations``, see ``scores``)."""
+        return self.scores(self.input_vector(question, embedding, names), hops, first_relations)
+
+    def input_vector(self, question: str, embedding: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+        """What ``scores`` and ``answer_types`` read for a question with embedding ``embedding`` whose
+        linked seeds are ``names``: the embedding itself for a question prior, else its template's
+        ``features`` (cached, so the relation terms and the answer types embed it once)."""
         if self.input == "question":
-            return self.scores(embedding, hops, first_relations)
-        return self.scores(self.features([question_template(question, names)])[0], hops, first_relations)
+            return embedding
+        return self.features([question_template(question, names)])[0]
 
     def answer_types(self, features: np.ndarray) -> np.ndarray | None:
         """float64 [T] (``answer_type_names``' order): the answer-type head's probabilities for one
@@ -456,13 +462,10 @@ class RelationPrior:
 
     def question_answer_types(self, question: str, embedding: np.ndarray,
                               names: Sequence[str] = ()) -> np.ndarray | None:
-        """``answer_types`` for a question read as ``question_scores`` reads it (the template's
-        features come from the same cache, so this embeds nothing more)."""
+        """``answer_types`` of the question's ``input_vector``, as ``question_scores`` reads it."""
         if self.answer_type_weight is None:
             return None
-        if self.input == "question":
-            return self.answer_types(embedding)
-        return self.answer_types(self.features([question_template(question, names)])[0])
+        return self.answer_types(self.input_vector(question, embedding, names))
 
     @property
     def fingerprint(self) -> str:

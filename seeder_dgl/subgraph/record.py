@@ -82,7 +82,6 @@ def stack_relation_scores(records: list[QuerySubgraph]) -> np.ndarray | None:
     return np.stack([r.relation_scores for r in records]).astype(np.float32)
 
 
-
 def stack_answer_types(records: list[QuerySubgraph]) -> tuple[np.ndarray, tuple[str, ...]] | None:
     """(float32 [B, T], type names): the records' answer types, when every record carries them over
     the same types (a split grown with one relation prior), else None."""
