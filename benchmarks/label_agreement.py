@@ -1,0 +1,142 @@
+"""Where a graph of one's own loses Hit@1 against Hit@5: consistent labels, disagreeing labels, new wordings.
+
+A retriever ranks the answers of the relation path a question's wording asks for. When training
+questions worded the same way were labelled with different paths (``where is the alma mater of X
+located`` answered by the university's city for some and by its country for others), no reader
+of the wording can know which one a held-out question's label picked, and Hit@1 falls below
+Hit@5 whatever the ranking does. This probe splits the evaluated questions by what the training
+split says about their wording:
+
+- ``topic garbled``: the topic's name is not in the question as written (a data-generation fault:
+  the linker has nothing to find);
+- ``seen, one path``: training questions with the same template (the question with the topic's
+  name masked, and an appositive ``, a ...`` after it dropped) reached their answers by one
+  relation path in at least ``--agree`` of cases;
+- ``seen, paths disagree``: the template was seen, but its training labels split between paths;
+- ``unseen template``: no training question was worded this way (a question the policy never saw).
+
+Gold paths are every relation sequence of the question's hop count from its topic that reaches one
+of its answers (inverse steps written ``^r``). It reads the dataset's files (``triples.tsv``,
+``questions.csv`` with ``topic`` and ``hops`` columns, as ``benchmarks/dev_graph.py`` writes them) and
+an evaluation's per-query metrics (``seeder-dgl eval <dataset> --per-query``), no Neo4j and no model.
+
+    seeder-dgl eval mlpq --split val --methods seeder --per-query --out /tmp/eval-mlpq-val
+    python benchmarks/label_agreement.py --source /work/devgraph/mlpq --results /tmp/eval-mlpq-val/results.json
+
+Writes benchmarks/results/label-agreement-<name>.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import machine, write_result  # noqa: E402
+
+MAX_PATHS = 200_000
+"""Walks kept per hop from a topic (a hub's 3-hop neighbourhood is cut there)."""
+
+GROUPS = ("topic garbled", "seen, one path", "seen, paths disagree", "unseen template")
+
+
+def read_graph(path: Path) -> dict[str, list[tuple[str, str]]]:
+    adj: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    with path.open(encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            adj[row["head"]].append((row["relation"], row["tail"]))
+            adj[row["tail"]].append(("^" + row["relation"], row["head"]))
+    return adj
+
+
+def paths_from(adj, topic: str, hops: int) -> dict[tuple[str, ...], set[str]]:
+    """Relation sequence -> the nodes it ends at, over every walk of ``hops`` steps from ``topic``."""
+    frontier = [((), topic)]
+    for _ in range(hops):
+        frontier = [(p + (rel,), m) for p, n in frontier for rel, m in adj.get(n, ())][:MAX_PATHS]
+    out: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for p, n in frontier:
+        out[p].add(n)
+    return out
+
+
+def template(question: str, topic: str) -> str:
+    t = question.replace(topic, " <e> ").replace(topic.replace("_", " "), " <e> ")
+    t = re.sub(r"<e> ,\s*an? [^?]*?(?=(, related to)?\?)", "<e> ", t)
+    return " ".join(t.lower().split())
+
+
+def garbled(question: str, topic: str) -> bool:
+    q = question.lower()
+    return topic.lower() not in q and topic.replace("_", " ").lower() not in q
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", required=True, help="folder with triples.tsv and questions.csv")
+    ap.add_argument("--results", required=True, help="results.json of `seeder-dgl eval ... --per-query`")
+    ap.add_argument("--method", default="seeder")
+    ap.add_argument("--agree", type=float, default=0.8, help="share of one path that makes a template consistent")
+    ap.add_argument("--name", default=None, help="result name [default: the source folder's]")
+    ap.add_argument("--out", default=None, help="result folder [default: benchmarks/results/]")
+    args = ap.parse_args(argv)
+    source = Path(args.source)
+    adj = read_graph(source / "triples.tsv")
+    with (source / "questions.csv").open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for r in rows:
+        if r["split"] != "train":
+            continue
+        answers = set(r["answers"].split("|"))
+        gold = [p for p, ends in paths_from(adj, r["topic"], int(r["hops"])).items() if ends & answers]
+        for p in gold:  # a question reached by two paths counts half for each
+            counts[template(r["question"], r["topic"])][p] += 1 / len(gold)
+
+    res = json.loads(Path(args.results).read_text(encoding="utf-8"))
+    ids = res["queries"]["id"]
+    per = res["per_query"][args.method]["metrics"]
+    table: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for i, qid in enumerate(ids):
+        r = rows[int(qid)]
+        if str(res["queries"]["hops"][i]) != r["hops"]:
+            raise SystemExit(f"query {qid}: the results do not follow {source / 'questions.csv'}'s rows")
+        c = counts.get(template(r["question"], r["topic"]))
+        if garbled(r["question"], r["topic"]):
+            group = GROUPS[0]
+        elif not c:
+            group = GROUPS[3]
+        else:
+            group = GROUPS[1] if max(c.values()) / sum(c.values()) >= args.agree else GROUPS[2]
+        for key in ((r["hops"], group), ("all", group), ("all", "all")):
+            table[key][0] += 1
+            table[key][1] += per["hit@1"][i]
+            table[key][2] += per["hit@5"][i]
+
+    order = {g: i for i, g in enumerate(GROUPS + ("all",))}
+    keys = sorted(table, key=lambda k: (k[0] == "all", k[0], order[k[1]]))
+    lines = ["| hops | questions' wording | questions | Hit@1 | Hit@5 | gap |", "|---|---|---:|---:|---:|---:|"]
+    out_rows = []
+    for hops, group in keys:
+        n, h1, h5 = table[(hops, group)]
+        out_rows.append(dict(hops=hops, group=group, questions=int(n), hit1=h1 / n, hit5=h5 / n))
+        lines.append(f"| {hops} | {group} | {int(n)} | {h1 / n:.3f} | {h5 / n:.3f} | {(h5 - h1) / n:.3f} |")
+    name = args.name or source.name
+    write_result(f"label-agreement-{name}", {"machine": machine(), "source": str(source), "results": args.results,
+                                             "method": args.method, "agree": args.agree,
+                                             "train_templates": len(counts), "rows": out_rows},
+                 "\n".join([f"# Hit@1 against Hit@5 by what the training labels say ({name})", "",
+                            f"Training templates: {len(counts)}; a template is consistent when one path has "
+                            f"at least {args.agree} of its training questions.", ""] + lines), folder=Path(args.out) if args.out else None)
+    print("\n".join(lines))
+    return out_rows
+
+
+if __name__ == "__main__":
+    main()
