@@ -9,11 +9,11 @@ split says about their wording:
 
 - ``topic garbled``: the topic's name is not in the question as written (a data-generation fault:
   the linker has nothing to find);
-- ``seen, one path``: training questions with the same template (the question with the topic's
-  name masked, and an appositive ``, a ...`` after it dropped) reached their answers by one
-  relation path in at least ``--agree`` of cases;
-- ``seen, paths disagree``: the template was seen, but its training labels split between paths;
-- ``unseen template``: no training question was worded this way (a question the policy never saw).
+- ``seen, one path``: training questions with the same wording (the question with the topic's
+  name masked, as ``eval``'s ``seen`` / ``new`` breakdown reads it: ``linking.wording_key``)
+  reached their answers by one relation path in at least ``--agree`` of cases;
+- ``seen, paths disagree``: the wording was seen, but its training labels split between paths;
+- ``new wording``: no training question was worded this way (a question the policy never saw).
 
 Gold paths are every relation sequence of the question's hop count from its topic that reaches one
 of its answers (inverse steps written ``^r``). It reads the dataset's files (``triples.tsv``,
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -38,11 +37,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine, write_result  # noqa: E402
+from seeder_dgl.retrieval.linking import wording_key  # noqa: E402
 
 MAX_PATHS = 200_000
 """Walks kept per hop from a topic (a hub's 3-hop neighbourhood is cut there)."""
 
-GROUPS = ("topic garbled", "seen, one path", "seen, paths disagree", "unseen template")
+GROUPS = ("topic garbled", "seen, one path", "seen, paths disagree", "new wording")
 
 
 def read_graph(path: Path) -> dict[str, list[tuple[str, str]]]:
@@ -65,10 +65,10 @@ def paths_from(adj, topic: str, hops: int) -> dict[tuple[str, ...], set[str]]:
     return out
 
 
-def template(question: str, topic: str) -> str:
-    t = question.replace(topic, " <e> ").replace(topic.replace("_", " "), " <e> ")
-    t = re.sub(r"<e> ,\s*an? [^?]*?(?=(, related to)?\?)", "<e> ", t)
-    return " ".join(t.lower().split())
+def wording(question: str, topic: str) -> str:
+    """The question's wording as ``eval``'s by-wording breakdown reads it (``wording_key``: the topic
+    masked whatever its case, punctuation and underscores)."""
+    return wording_key(question, [topic])
 
 
 def garbled(question: str, topic: str) -> bool:
@@ -76,19 +76,26 @@ def garbled(question: str, topic: str) -> bool:
     return topic.lower() not in q and topic.replace("_", " ").lower() not in q
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", required=True, help="folder with triples.tsv and questions.csv")
     ap.add_argument("--results", required=True, help="results.json of `seeder-dgl eval ... --per-query`")
     ap.add_argument("--method", default="seeder")
-    ap.add_argument("--agree", type=float, default=0.8, help="share of one path that makes a template consistent")
+    ap.add_argument("--agree", type=float, default=0.8, help="share of one path that makes a wording consistent")
     ap.add_argument("--name", default=None, help="result name [default: the source folder's]")
     ap.add_argument("--out", default=None, help="result folder [default: benchmarks/results/]")
     args = ap.parse_args(argv)
     source = Path(args.source)
+    for path in (source / "triples.tsv", source / "questions.csv", Path(args.results)):
+        if not path.is_file():
+            raise SystemExit(f"error: {path} is not a file (see this script's --help)")
     adj = read_graph(source / "triples.tsv")
     with (source / "questions.csv").open(encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
+    missing = {"question", "answers", "split", "topic", "hops"} - set(rows[0] if rows else ())
+    if missing:
+        raise SystemExit(f"error: {source / 'questions.csv'} has no column {', '.join(sorted(missing))}: "
+                         f"write it as benchmarks/dev_graph.py does")
 
     counts: dict[str, Counter] = defaultdict(Counter)
     for r in rows:
@@ -97,9 +104,12 @@ def main(argv=None) -> None:
         answers = set(r["answers"].split("|"))
         gold = [p for p, ends in paths_from(adj, r["topic"], int(r["hops"])).items() if ends & answers]
         for p in gold:  # a question reached by two paths counts half for each
-            counts[template(r["question"], r["topic"])][p] += 1 / len(gold)
+            counts[wording(r["question"], r["topic"])][p] += 1 / len(gold)
 
     res = json.loads(Path(args.results).read_text(encoding="utf-8"))
+    if args.method not in res.get("per_query", {}):
+        raise SystemExit(f"error: {args.results} has no per-query results of {args.method!r}: run "
+                         f"`seeder-dgl eval ... --methods {args.method} --per-query`")
     ids = res["queries"]["id"]
     per = res["per_query"][args.method]["metrics"]
     table: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
@@ -107,7 +117,7 @@ def main(argv=None) -> None:
         r = rows[int(qid)]
         if str(res["queries"]["hops"][i]) != r["hops"]:
             raise SystemExit(f"query {qid}: the results do not follow {source / 'questions.csv'}'s rows")
-        c = counts.get(template(r["question"], r["topic"]))
+        c = counts.get(wording(r["question"], r["topic"]))
         if garbled(r["question"], r["topic"]):
             group = GROUPS[0]
         elif not c:
@@ -130,9 +140,9 @@ def main(argv=None) -> None:
     name = args.name or source.name
     write_result(f"label-agreement-{name}", {"machine": machine(), "source": str(source), "results": args.results,
                                              "method": args.method, "agree": args.agree,
-                                             "train_templates": len(counts), "rows": out_rows},
+                                             "train_wordings": len(counts), "rows": out_rows},
                  "\n".join([f"# Hit@1 against Hit@5 by what the training labels say ({name})", "",
-                            f"Training templates: {len(counts)}; a template is consistent when one path has "
+                            f"Training wordings: {len(counts)}; a wording is consistent when one path has "
                             f"at least {args.agree} of its training questions.", ""] + lines), folder=Path(args.out) if args.out else None)
     print("\n".join(lines))
     return out_rows

@@ -1,7 +1,7 @@
 """benchmarks/label_agreement.py: questions grouped by what the training labels say of their wording."""
 import json
 
-from benchmarks.label_agreement import main, template
+from benchmarks.label_agreement import main, wording
 
 TRIPLES = """head\trelation\ttail
 Alice\tschool\tUniA
@@ -27,9 +27,9 @@ where is the school of C.a.r.l located?,Nice,val,Carl,2
 """
 
 
-def test_template_masks_the_topic_and_its_appositive():
-    assert template("where is X_Y, a town in france?", "X_Y") == "where is <e> ?"
-    assert template("who is the client of X Y, a castle, related to?", "X_Y") == "who is the client of <e> , related to?"
+def test_wording_masks_the_topic_whatever_its_case_and_underscores():
+    assert wording("Where is X_Y located?", "X_Y") == wording("where is x y located", "X_Y")
+    assert wording("where is X_Y located?", "X_Y") != wording("where is X_Y from?", "X_Y")
 
 
 def test_groups_follow_the_training_labels(tmp_path):
@@ -43,7 +43,7 @@ def test_groups_follow_the_training_labels(tmp_path):
     got = {(r["hops"], r["group"]): (r["questions"], r["hit1"], r["hit5"]) for r in rows}
     assert got[("2", "seen, paths disagree")] == (1, 0.0, 1.0)  # Alice's city, Bob's country: one template
     assert got[("2", "seen, one path")] == (1, 1.0, 1.0)
-    assert got[("2", "unseen template")] == (1, 1.0, 1.0)
+    assert got[("2", "new wording")] == (1, 1.0, 1.0)
     assert got[("2", "topic garbled")] == (1, 0.0, 0.0)
     assert got[("all", "all")] == (4, 0.5, 0.75)
     assert list((tmp_path / "out").glob("label-agreement-*.md"))
