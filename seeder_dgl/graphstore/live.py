@@ -25,7 +25,7 @@ from seeder_dgl.graphstore.schema import StoreSchema
 from seeder_dgl.graphstore.sketch import query_sketch
 from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
 from seeder_dgl.settings import settings
-from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.subgraph.record import BACKWARD, FORWARD, QuerySubgraph
 
 
 class DatasetGone(SeederError):
@@ -332,12 +332,14 @@ class LiveGraph:
         scores = np.asarray([sim for _, sim in seeds] + [score for _, _, score in added], dtype=np.float64)
         if not with_edges:
             src, dst, rel = (np.zeros(0, np.int64),) * 3
+            direction = np.zeros(0, np.int8)
         else:
-            src, dst, rel = self.induced_edges(node_ids) if edges is None else self._local_edges(node_ids, edges)
+            src, dst, rel, direction = (self.directed_induced_edges(node_ids) if edges is None
+                                        else self._local_edges(node_ids, edges))
         features = self._features_of(node_ids, edges) if with_features and edges is not None else None
         return seeds, QuerySubgraph(query_id=-1, node_ids=node_ids, hop=np.asarray(hops, dtype=np.int8),
                                     score=scores.astype(np.float32), src=src, dst=dst, rel=rel,
-                                    exact_score=scores, features=features)
+                                    direction=direction, exact_score=scores, features=features)
 
     def _features_of(self, node_ids: np.ndarray, found: dict) -> tuple | None:
         """``node_features`` of ``node_ids`` from what seeder.khop returned with them; None when a
@@ -420,15 +422,21 @@ class LiveGraph:
 
     def induced_edges(self, node_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Local (src, dst, relation id) of every stored relationship among ``node_ids``, both directions."""
+        return self.directed_induced_edges(node_ids)[:3]
+
+    def directed_induced_edges(self, node_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``induced_edges`` and each edge's direction (int8 ``FORWARD``: stored src -> dst, ``BACKWARD``:
+        stored dst -> src)."""
         if len(node_ids) == 0:
             empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty
+            return empty, empty, empty, np.zeros(0, dtype=np.int8)
         return self._local_edges(node_ids, self._lists("retrieval/induced_edges", "reading the subgraph's relationships",
                                                        ids=[int(i) for i in node_ids], types=self.schema.types))
 
-    def _local_edges(self, node_ids: np.ndarray, edges: dict[str, list]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _local_edges(self, node_ids: np.ndarray, edges: dict[str, list]
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``edges`` (lists of source ids, target ids and relation types, each stored relationship
-        once) as local (src, dst, relation id), both directions."""
+        once, as stored) as local (src, dst, relation id, direction), both directions."""
         local = {int(n): i for i, n in enumerate(node_ids)}
         src, dst, rel = [], [], []
         for source, target, relation in zip(edges["sources"], edges["targets"], edges["relations"]):
@@ -439,7 +447,8 @@ class LiveGraph:
             dst.append(local[int(target)])
             rel.append(rid)
         s, d, t = (np.asarray(x, dtype=np.int64) for x in (src, dst, rel))
-        return np.concatenate([s, d]), np.concatenate([d, s]), np.concatenate([t, t])
+        direction = np.repeat(np.asarray([FORWARD, BACKWARD], dtype=np.int8), len(s))
+        return np.concatenate([s, d]), np.concatenate([d, s]), np.concatenate([t, t]), direction
 
     def _per_node(self, statement: str, what: str, node_ids, **params) -> tuple[dict[str, list], list[int]]:
         """A per-node columnar statement's lists, and the row of each id given (in that order);

@@ -61,6 +61,9 @@ class GraphView:
     """int64 [m']: relation id of each kept edge."""
     num_nodes: int
     """k."""
+    direction: Tensor | None = None
+    """int64 [m']: each kept edge's direction (``subgraph.record.FORWARD``/``BACKWARD``, 0 unknown);
+    None when the batch has none."""
 
 
 @dataclass
@@ -100,6 +103,9 @@ class SubgraphBatch:
     relation_scores: Tensor | None = None
     """float [B, hops, R]: the relation terms each subgraph's K-hop followed (a relation prior's);
     None when a subgraph of the batch has none."""
+    direction: Tensor | None = None
+    """int64 [m]: each edge's direction (``subgraph.record.FORWARD``: the stored relationship goes
+    src -> dst, ``BACKWARD``: dst -> src; 0: unknown, a subgraph extracted without them)."""
     origin: Tensor | None = None
     """int64 [n]: for a batch made by ``select_graphs``/``replicate``, each node's index in the batch it
     was made from (per-node results of that batch are gathered with it); None: an original batch."""
@@ -164,6 +170,7 @@ class SubgraphBatch:
             batch_num_nodes=new_nodes, batch_num_edges=new_edges,
             node_type=None if self.node_type is None else self.node_type[node_take],
             relation_scores=None if self.relation_scores is None else self.relation_scores[index],
+            direction=None if self.direction is None else self.direction[edge_take],
             origin=node_take if self.origin is None else self.origin[node_take],
         )
         if "frontier_order" in self.__dict__:
@@ -191,7 +198,8 @@ class SubgraphBatch:
         keep = torch.nonzero(mask[self.src] & mask[self.dst], as_tuple=False).squeeze(1)
         return GraphView(nodes=nodes, src=remap.index_select(0, self.src.index_select(0, keep)),
                          dst=remap.index_select(0, self.dst.index_select(0, keep)),
-                         rel=self.rel.index_select(0, keep), num_nodes=int(nodes.numel()))
+                         rel=self.rel.index_select(0, keep), num_nodes=int(nodes.numel()),
+                         direction=None if self.direction is None else self.direction.index_select(0, keep))
 
 
 def collate(records: list[QuerySubgraph], node_features: np.ndarray, query_features: np.ndarray,
@@ -236,6 +244,8 @@ def collate(records: list[QuerySubgraph], node_features: np.ndarray, query_featu
         batch_num_edges=torch.from_numpy(num_edges),
         node_type=None if node_types is None else torch.from_numpy(np.asarray(node_types[node_ids], dtype=np.int64)),
         relation_scores=None if relation_scores is None else torch.from_numpy(relation_scores).to(dtype),
+        direction=torch.from_numpy(cat([r.direction if r.direction.shape[0] == r.src.shape[0]
+                                        else np.zeros(r.src.shape[0], np.int8) for r in records], np.int64)),
     )
 
 

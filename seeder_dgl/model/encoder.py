@@ -16,6 +16,9 @@ features and an optional node-type embedding, then one projection to the hidden 
 With ``query_relations`` the relation embeddings are conditioned on the query (FiLM:
 e_{r,q} = e_r ⊙ (1 + W_γ z_q) + W_β z_q), so the question decides which relations the attention
 follows — what multi-hop questions need, since the answer is a relation path away from the seed.
+With ``edge_direction`` each edge's relation embedding also says which way its stored relationship
+points (e_r + e_forward or e_r + e_backward): every relationship is in the subgraph both ways, and
+"the successor of X" reads ``successor`` forward where "the predecessor of X" reads it backward.
 The same encoder serves every expansion step and the final scoring.
 """
 from __future__ import annotations
@@ -28,6 +31,7 @@ from torch import Tensor, nn
 
 from seeder_dgl.model.batch import GraphView, SubgraphBatch
 from seeder_dgl.model.ops import MessagePassingOps
+from seeder_dgl.subgraph.record import NUM_DIRECTIONS
 
 QUERY_INJECTIONS = ("add", "concat", "product")
 
@@ -165,10 +169,15 @@ class RelationEncoder(nn.Module):
     """
 
     def __init__(self, num_relations: int, dim: int, relation_text: Tensor | None = None,
-                 query_dim: int | None = None):
+                 query_dim: int | None = None, edge_direction: bool = False):
         super().__init__()
         self.num_relations = num_relations
         self.table = nn.Embedding(num_relations, dim)
+        # With ``edge_direction``: one more vector per direction an edge is read in (unknown, as
+        # stored, against it), added to its relation's (``rows``), starting at zero.
+        self.direction = nn.Embedding(NUM_DIRECTIONS, dim) if edge_direction else None
+        if self.direction is not None:
+            nn.init.zeros_(self.direction.weight)
         # FiLM by the query (query_dim set): e_{r,q} = e_r ⊙ (1 + W_γ z_q) + W_β z_q, starting as e_r.
         self.film = nn.Linear(query_dim, 2 * dim) if query_dim else None
         if self.film is not None:
@@ -183,15 +192,48 @@ class RelationEncoder(nn.Module):
             self.register_buffer("relation_text", None)
             self.text_proj = None
 
-    def forward(self, z_q: Tensor | None = None) -> Tensor:
-        """[R, d], or [G, R, d] conditioned on the queries ``z_q`` [G, q] when built with ``query_dim``."""
+    def base(self) -> Tensor:
+        """[R, d]: the relation embeddings before any query conditioning."""
         emb = self.table.weight
         if self.text_proj is not None:
             emb = emb + self.text_proj(self.relation_text.to(emb.dtype))
+        return emb
+
+    def forward(self, z_q: Tensor | None = None) -> Tensor:
+        """[R, d], or [G, R, d] conditioned on the queries ``z_q`` [G, q] when built with ``query_dim``."""
+        emb = self.base()
         if self.film is None or z_q is None:
             return emb
         gamma, beta = self.film(z_q).unsqueeze(1).chunk(2, dim=-1)  # [G, 1, d] each
         return emb.unsqueeze(0) * (1.0 + gamma) + beta
+
+    def rows(self, rel: Tensor, direction: Tensor, graph: Tensor | None, z_q: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Direction-aware relation embeddings for the edges: (rows [u, d], the row of each edge [m]).
+        A row is e_r + e_direction, FiLM-ed by its graph's query when built with ``query_dim``.
+
+        The whole [G, 3, R] table when it has no more rows than there are edges (a few relation
+        types: sorting the edges would cost more than the spare rows); else only the (graph,
+        direction, relation) triples present, which on a graph of hundreds of relation types are a
+        small part of the table. The rows hold the same values either way."""
+        num_rel, num_dir = self.num_relations, self.direction.num_embeddings
+        key = direction.clamp(0, num_dir - 1) * num_rel + rel
+        conditioned = self.film is not None and z_q is not None and graph is not None
+        if conditioned:
+            key = key + graph * (num_dir * num_rel)
+        base = self.base()
+        if (z_q.shape[0] if conditioned else 1) * num_dir * num_rel <= key.numel():
+            emb = (base.unsqueeze(0) + self.direction.weight.unsqueeze(1)).reshape(num_dir * num_rel, -1)
+            if conditioned:
+                gamma, beta = self.film(z_q).unsqueeze(1).chunk(2, dim=-1)  # [G, 1, d] each
+                emb = (emb.unsqueeze(0) * (1.0 + gamma) + beta).reshape(-1, emb.shape[-1])
+            return emb, key
+        unique, inverse = torch.unique(key, return_inverse=True)
+        emb = base.index_select(0, unique % num_rel) + self.direction(torch.div(unique, num_rel, rounding_mode="floor") % num_dir)
+        if conditioned:
+            query_row = torch.div(unique, num_dir * num_rel, rounding_mode="floor")
+            gamma, beta = self.film(z_q).index_select(0, query_row).chunk(2, dim=-1)
+            emb = emb * (1.0 + gamma) + beta
+        return emb, inverse
 
 
 class GraphTransformerLayer(nn.Module):
@@ -229,7 +271,8 @@ class SparseGraphTransformer(nn.Module):
     def __init__(self, in_dim: int, num_relations: int, hidden_dim: int = 16, num_layers: int = 3, heads: int = 4,
                  dropout: float = 0.1, query_injection: str = "concat", relation_text: Tensor | None = None,
                  num_hop_buckets: int = 4, num_node_types: int = 0, query_relations: bool = False,
-                 lookahead: bool = False, path_prior: bool = False, path_end: bool = False):
+                 lookahead: bool = False, path_prior: bool = False, path_end: bool = False,
+                 edge_direction: bool = False):
         super().__init__()
         self.hidden_dim = hidden_dim
         self.node_input = NodeInput(in_dim, hidden_dim, query_injection, num_hop_buckets, num_node_types)
@@ -241,7 +284,7 @@ class SparseGraphTransformer(nn.Module):
         self.path_prior = nn.Linear(4 if self.path_end else 2, hidden_dim, bias=False) if path_prior else None
         self.input_dropout = nn.Dropout(dropout)
         self.relations = RelationEncoder(num_relations, hidden_dim, relation_text,
-                                         query_dim=in_dim if query_relations else None)
+                                         query_dim=in_dim if query_relations else None, edge_direction=edge_direction)
         self.layers = nn.ModuleList(GraphTransformerLayer(hidden_dim, heads, hidden_dim, dropout) for _ in range(num_layers))
 
     def static(self, batch: SubgraphBatch) -> Tensor:
@@ -278,7 +321,11 @@ class SparseGraphTransformer(nn.Module):
         h = self.input_dropout(h)
         graph = ops.prepare(view)  # one handle (a dgl.graph for DGLOps) shared by all layers
         rel = view.rel
-        if self.relations.film is not None:
+        if self.relations.direction is not None:
+            direction = view.direction if view.direction is not None else torch.zeros_like(rel)
+            graph_of_edge = batch.graph_index[nodes[view.dst]]
+            relation_emb, rel = self.relations.rows(rel, direction, graph_of_edge, batch.query)
+        elif self.relations.film is not None:
             # One relation table per graph: edge e reads row (graph of e) * R + relation of e.
             relation_emb = self.relations(batch.query).reshape(-1, self.hidden_dim)
             rel = rel + self.relations.num_relations * batch.graph_index[nodes[view.dst]]

@@ -102,7 +102,8 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
     wanted = {"dataset": graph.info.name, "settings": settings.describe(),
               "num_queries": len(queries), "shard_size": shard_size,
               "num_shards": (len(queries) + shard_size - 1) // shard_size,
-              "query_ids_head": [int(q.id) for q in queries[:5]]}
+              "query_ids_head": [int(q.id) for q in queries[:5]],
+              "edge_directions": True}  # subgraphs cached before directions were kept lack them
     if typed:
         wanted["typed"] = typed
     per_fold = None

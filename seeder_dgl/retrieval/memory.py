@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from seeder_dgl.subgraph.record import QuerySubgraph
+from seeder_dgl.subgraph.record import BACKWARD, FORWARD, QuerySubgraph
 
 if TYPE_CHECKING:  # loaders is importable in the project; only its type is needed here
     from loaders.kg import KnowledgeGraph
@@ -101,6 +101,9 @@ class GraphArrays:
     """int64 [M]: larger endpoint of each undirected edge."""
     edge_rel: np.ndarray
     """int64 [M]: relation id of each undirected edge."""
+    direction: np.ndarray | None = None
+    """int8 [2M]: per adjacency entry, ``FORWARD`` where the stored triple goes from the row's node
+    to the neighbour, ``BACKWARD`` where it goes the other way (a self loop has one of each)."""
 
     @classmethod
     def from_arrays(cls, num_nodes: int, src, dst, rel) -> "GraphArrays":
@@ -115,12 +118,17 @@ class GraphArrays:
         u, v, r = np.minimum(src, dst)[keep], np.maximum(src, dst)[keep], rel[keep]
         # Both directions; rows sorted by (source, neighbour, relation) so slices are deterministic.
         a, b, t = np.concatenate([u, v]), np.concatenate([v, u]), np.concatenate([r, r])
+        # The kept triple's own direction: u -> v when its source is the smaller end (a self loop's
+        # first entry is its forward reading, the second its backward one).
+        u_to_v = src[keep] == u
+        fwd = np.where(u_to_v, FORWARD, BACKWARD).astype(np.int8)
+        d = np.concatenate([fwd, (FORWARD + BACKWARD - fwd).astype(np.int8)])
         order = _sort_rows(a, b, t)
-        a, b, t = a[order], b[order], t[order]
+        a, b, t, d = a[order], b[order], t[order], d[order]
         indptr = np.zeros(num_nodes + 1, dtype=np.int64)
         np.cumsum(np.bincount(a, minlength=num_nodes), out=indptr[1:])
         idx_type = np.int32 if num_nodes < 2**31 else np.int64
-        return cls(int(num_nodes), indptr, b.astype(idx_type), t.astype(np.int32), u, v, r)
+        return cls(int(num_nodes), indptr, b.astype(idx_type), t.astype(np.int32), u, v, r, d)
 
     @classmethod
     def from_kg(cls, kg: "KnowledgeGraph") -> "GraphArrays":
@@ -142,6 +150,11 @@ class GraphArrays:
 
     def gather(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All adjacency entries of ``nodes`` at once: (position in ``nodes``, neighbour, relation)."""
+        owner, flat = self._entries(nodes)
+        return owner, self.indices[flat].astype(np.int64), self.rel[flat].astype(np.int64)
+
+    def _entries(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position in ``nodes``, adjacency entry) of every entry of ``nodes``."""
         nodes = np.asarray(nodes, dtype=np.int64)
         starts = self.indptr[nodes]
         lengths = self.indptr[nodes + 1] - starts
@@ -149,8 +162,7 @@ class GraphArrays:
         owner = np.repeat(np.arange(nodes.shape[0], dtype=np.int64), lengths)
         # Entry j of the output reads indices[starts[owner[j]] + (j - first output slot of owner[j])].
         shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-        flat = shift + np.arange(total, dtype=np.int64)
-        return owner, self.indices[flat].astype(np.int64), self.rel[flat].astype(np.int64)
+        return owner, shift + np.arange(total, dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,15 +381,24 @@ def induced_edges(graph: GraphArrays, node_ids: np.ndarray) -> tuple[np.ndarray,
     Local indices point into ``node_ids``; edges are sorted by (src_local, dst_local, rel).
     A self loop appears twice (once per direction), like ``LiveGraph.induced_edges``.
     """
+    return directed_induced_edges(graph, node_ids)[:3]
+
+
+def directed_induced_edges(graph: GraphArrays, node_ids: np.ndarray
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``induced_edges`` and the direction of each edge (int8: ``FORWARD`` when the stored triple goes
+    src -> dst, ``BACKWARD`` when it goes dst -> src), as ``LiveGraph.directed_induced_edges``."""
     node_ids = np.asarray(node_ids, dtype=np.int64).reshape(-1)
     local = np.full(graph.num_nodes, -1, dtype=np.int64)
     local[node_ids] = np.arange(node_ids.shape[0], dtype=np.int64)
-    pos, nbr, rel = graph.gather(node_ids)
-    dst = local[nbr]
+    pos, flat = graph._entries(node_ids)
+    dst = local[graph.indices[flat]]
     inside = dst >= 0
-    src, dst, rel = pos[inside], dst[inside], rel[inside]
+    src, dst, flat = pos[inside], dst[inside], flat[inside]
+    rel = graph.rel[flat].astype(np.int64)
+    direction = graph.direction[flat] if graph.direction is not None else np.zeros(flat.shape[0], np.int8)
     order = np.lexsort((rel, dst, src))
-    return src[order], dst[order], rel[order]
+    return src[order], dst[order], rel[order], direction[order]
 
 
 def khop_filter(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, query_emb: np.ndarray,
@@ -391,11 +412,12 @@ def khop_filter(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, q
     sel = khop_select(graph, node_emb, rel_emb, query_emb, seeds, budgets, seed_scores=seed_scores,
                       relation_scores=relation_scores)
     if with_edges:
-        src, dst, rel = induced_edges(graph, sel.node_ids)
+        src, dst, rel, direction = directed_induced_edges(graph, sel.node_ids)
     else:
         src = dst = rel = np.zeros(0, dtype=np.int64)
+        direction = np.zeros(0, dtype=np.int8)
     return QuerySubgraph(query_id=query_id, node_ids=sel.node_ids, hop=sel.hop,
-                         score=sel.score.astype(np.float32), src=src, dst=dst, rel=rel)
+                         score=sel.score.astype(np.float32), src=src, dst=dst, rel=rel, direction=direction)
 
 
 def attach_labels(subgraph: QuerySubgraph, answers: Sequence[int]) -> QuerySubgraph:

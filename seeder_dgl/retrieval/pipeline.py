@@ -27,7 +27,7 @@ from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
 from seeder_dgl.graphstore.name_index import CANDIDATES, NameQuery
 from seeder_dgl.retrieval.linking import EntityLinker, Mentions, mention_table
-from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, induced_edges, khop_select
+from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, directed_induced_edges, khop_select
 from seeder_dgl.retrieval.neighbourhood import EgoGraph, Neighbours, memory_best_neighbours, memory_ego_graph
 from seeder_dgl.retrieval.relation_prior import RelationPrior
 from seeder_dgl.retrieval.seeding import seed_linked
@@ -382,9 +382,9 @@ class MemoryGraph:
         # with_features: node_features is a lookup in the arrays here, so nothing is read ahead.
         sel = khop_select(self.arrays, self.node_emb, self.rel_emb, embedding, [s for s, _ in seeds], list(budgets),
                           seed_scores=[v for _, v in seeds], relation_scores=relation_scores)
-        src, dst, rel = induced_edges(self.arrays, sel.node_ids)
+        src, dst, rel, direction = directed_induced_edges(self.arrays, sel.node_ids)
         return QuerySubgraph(query_id=query_id, node_ids=sel.node_ids, hop=sel.hop, score=sel.score.astype(np.float32),
-                             src=src, dst=dst, rel=rel, exact_score=sel.score)
+                             src=src, dst=dst, rel=rel, direction=direction, exact_score=sel.score)
 
     def ego_graph(self, embedding: np.ndarray, seeds: Seeds, hops: int = 2, max_nodes: int = 2000) -> EgoGraph:
         return memory_ego_graph(self.arrays, self.node_emb, self.rel_emb, embedding, seeds, hops, max_nodes)

@@ -48,6 +48,8 @@ def save_shard(path: Path, records: list[QuerySubgraph], query_emb: np.ndarray) 
     relation_scores = stack_relation_scores(records)
     if relation_scores is not None:
         payload["relation_scores"] = relation_scores
+    if all(r.direction.shape[0] == r.src.shape[0] for r in records):
+        payload["direction"] = cat([r.direction for r in records], np.int8)
     answer_types = stack_answer_types(records)
     if answer_types is not None:
         payload["answer_types"], payload["answer_type_names"] = answer_types[0], np.asarray(answer_types[1], dtype=str)
@@ -72,6 +74,7 @@ def load_shard(path: Path) -> tuple[list[QuerySubgraph], np.ndarray]:
             query_id=int(qid), node_ids=data["node_ids"][a:b], hop=data["hop"][a:b], score=data["score"][a:b],
             src=data["src"][c:d], dst=data["dst"][c:d], rel=data["rel"][c:d], labels=data["labels"][a:b],
             num_answers=int(data["num_answers"][i]),
+            **({"direction": data["direction"][c:d]} if "direction" in data else {}),
             **({"relation_scores": data["relation_scores"][i]} if "relation_scores" in data else {}),
             **({"answer_types": data["answer_types"][i], "answer_type_names": type_names} if type_names else {})))
     return records, data["query_emb"]

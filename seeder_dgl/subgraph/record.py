@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+FORWARD, BACKWARD = 1, 2
+"""Edge directions (``QuerySubgraph.direction``): the stored relationship goes src -> dst, or
+dst -> src. 0 stands for unknown (a subgraph extracted before directions were kept)."""
+NUM_DIRECTIONS = 3
+
 
 @dataclass
 class QuerySubgraph:
@@ -38,6 +43,10 @@ class QuerySubgraph:
     order, ``RelationPrior.answer_types``); empty without one. The ranking multiplies it in."""
     answer_type_names: tuple[str, ...] = ()
     """The node types ``answer_types`` stands for."""
+    direction: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    """int8 [m]: ``FORWARD`` where the stored relationship goes src -> dst, ``BACKWARD`` where it goes
+    dst -> src (each relationship appears once of each); empty: not known (read as 0). Without it
+    "the successor of X" and "the predecessor of X" follow the same edges."""
     exact_score: np.ndarray | None = field(default=None, repr=False)
     """float64 [n]: ``score`` before rounding to float32, as the backend computed it (in memory, or
     Neo4j's doubles on the live graph); rankings by score use it, so that rounding never decides an
@@ -56,7 +65,8 @@ class QuerySubgraph:
         return self.hop == 0
 
     def to_dgl(self, node_features: np.ndarray | None = None):
-        """A ``dgl.graph`` with ndata ``nid, hop, score, seed, label`` (and ``x``) and edata ``rel``."""
+        """A ``dgl.graph`` with ndata ``nid, hop, score, seed, label`` (and ``x``) and edata ``rel``
+        (and ``direction`` where known)."""
         import dgl  # kept local: the model must import without DGL
         import torch
 
@@ -68,6 +78,8 @@ class QuerySubgraph:
         if self.labels.shape[0] == self.num_nodes:
             g.ndata["label"] = torch.from_numpy(self.labels.astype(bool))
         g.edata["rel"] = torch.from_numpy(self.rel)
+        if self.direction.shape[0] == self.src.shape[0]:
+            g.edata["direction"] = torch.from_numpy(self.direction.astype(np.int64))
         if node_features is not None:
             g.ndata["x"] = torch.from_numpy(np.ascontiguousarray(node_features[self.node_ids], dtype=np.float32))
         return g

@@ -163,6 +163,11 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
             raise SeederError(f"--limit must be at least 1, not {limit}")
         train_records, train_q = train_records[:limit], train_q[:limit]
         val_records, val_q = val_records[:limit], val_q[:limit]
+    if cfg.edge_direction:
+        for split, records in (("train", train_records), ("val", val_records)):
+            if any(r.direction.shape[0] != r.src.shape[0] for r in records):
+                raise SeederError(f"the {split} subgraphs in {splits[split]} were extracted without edge directions: "
+                                  f"run `seeder-dgl extract {dataset} --overwrite` again")
     features = load_features(dataset, ds.cache, uses_prior=ds.retrieval.relation_prior)
     extraction = {s: _split_summary(path) for s, path in splits.items()}
     retriever = bound_to = None

@@ -19,7 +19,7 @@ from seeder_dgl.retrieval.pipeline import MemoryGraph
 from seeder_dgl.graphstore.cypher import query
 from seeder_dgl.graphstore.live import LiveGraph
 from seeder_dgl.graphstore.writer import GraphWriter, dataset_label as label_for
-from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, khop_select
+from seeder_dgl.retrieval.memory import GraphArrays, dense_topk, directed_induced_edges, khop_select
 from tests.helpers.graphs import random_embeddings, random_kg
 
 
@@ -385,6 +385,7 @@ def test_the_procedure_returns_every_relationship_among_the_selected_nodes_once(
         options = {"adjacency": False} if walk == "store" else {"adjacency_wait": True}
         procedure = LiveGraph(neo4j_driver, dataset_label, khop="procedure", procedure_options=options)
         cypher = LiveGraph(neo4j_driver, dataset_label, khop="cypher")
+        arrays = GraphArrays.from_kg(kg)
         for i, seeds in enumerate(([(0, 1.0)], [(0, 1.0), (7, 0.5)], [(9, 0.9), (3, 0.2)])):
             q = random_embeddings(1, seed=34 + i)[0]
             sub = procedure.khop_filter(q, seeds, [60, 80])
@@ -393,6 +394,11 @@ def test_the_procedure_returns_every_relationship_among_the_selected_nodes_once(
             triples = sorted(zip(sub.src.tolist(), sub.dst.tolist(), sub.rel.tolist()))
             expected = sorted(zip(*(a.tolist() for a in cypher.induced_edges(sub.node_ids))))
             assert triples == expected
+            # Which way each edge's relationship is stored: the procedure, Cypher and the in-memory
+            # arrays of the same triples agree, edge for edge (a self loop once each way).
+            directed = sorted(zip(sub.src.tolist(), sub.dst.tolist(), sub.rel.tolist(), sub.direction.tolist()))
+            assert directed == sorted(zip(*(a.tolist() for a in cypher.directed_induced_edges(sub.node_ids))))
+            assert directed == sorted(zip(*(a.tolist() for a in directed_induced_edges(arrays, sub.node_ids))))
             local = {int(v): j for j, v in enumerate(sub.node_ids)}
             hub = local[0]
             assert sum(1 for s, d, _ in triples if s == d == hub) == 2 * hub_loops  # both directions

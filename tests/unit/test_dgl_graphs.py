@@ -41,5 +41,6 @@ def test_to_dgl_and_batch_match_the_model_batch():
     src, dst = batched.edges()
     assert torch.equal(src, model_batch.src) and torch.equal(dst, model_batch.dst)
     assert torch.equal(batched.edata["rel"], model_batch.rel)
+    assert torch.equal(batched.edata["direction"], model_batch.direction)
     assert torch.equal(batched.batch_num_nodes(), model_batch.batch_num_nodes)
     assert torch.allclose(batched.ndata["x"], model_batch.x)
