@@ -231,7 +231,8 @@ def auto_epochs(num_train: int, lo: int = 4, hi: int = 40) -> int:
 # untried there, where fewer questions may need it more. Edge directions (``edge_direction``): on
 # MLPQ, where 15% of validation questions have a wrong answer reached by a gold path read the
 # other way (successor / predecessor, north / south of), validation Hit@1 0.9236 -> 0.9267 and
-# Hit@5 0.9678 -> 0.9712 over the same subgraphs; MetaQA (directions follow from node types
+# Hit@5 0.9678 -> 0.9712 over the same subgraphs (seed 1: 0.9233 -> 0.9249, 0.9678 -> 0.9731),
+# and about 1.25 times the questions a second; MetaQA (directions follow from node types
 # there) 0.9893 -> 0.9898; the same training speed (benchmarks/results/training-cpu-deep-1t-direction.md).
 CHOSEN_POLICY: dict[str, Any] = dict(expansion_sizes=(7, 7, 8), frontier_caps=(40, 80, 120), node_types=True,
                                      query_relations=True, rank_loss="listwise", lr=3e-3, lookahead=True,
