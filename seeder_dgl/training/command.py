@@ -82,6 +82,14 @@ def _split_summary(folder: Path) -> dict[str, Any]:
         return {}
 
 
+def check_directions(records, dataset: str, folder: Path) -> None:
+    """A one-line error when a cached subgraph lacks its edges' directions (extracted before they
+    were kept): a policy with ``edge_direction`` would read every edge as of unknown direction."""
+    if any(r.direction.shape[0] != r.src.shape[0] for r in records):
+        raise SeederError(f"the subgraphs in {folder} were extracted without edge directions: "
+                          f"run `seeder-dgl extract {dataset} --overwrite` again")
+
+
 def build_config(dataset: str, *, epochs: int | None = None, device: str = "auto", seed: int = 0,
                  ablation: str = "full", overrides: dict | None = None, profile: str = "paper") -> TrainConfig:
     """The dataset's headline config (Prime's for datasets without a row), with the options applied."""
@@ -165,9 +173,7 @@ def run_training(dataset: str, *, epochs: int | None = None, device: str = "auto
         val_records, val_q = val_records[:limit], val_q[:limit]
     if cfg.edge_direction:
         for split, records in (("train", train_records), ("val", val_records)):
-            if any(r.direction.shape[0] != r.src.shape[0] for r in records):
-                raise SeederError(f"the {split} subgraphs in {splits[split]} were extracted without edge directions: "
-                                  f"run `seeder-dgl extract {dataset} --overwrite` again")
+            check_directions(records, dataset, splits[split])
     features = load_features(dataset, ds.cache, uses_prior=ds.retrieval.relation_prior)
     extraction = {s: _split_summary(path) for s, path in splits.items()}
     retriever = bound_to = None

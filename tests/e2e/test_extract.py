@@ -1,6 +1,8 @@
 """`extract`: subgraphs of a question split from the live graph into the shard cache."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,13 @@ def test_a_partial_split_resumes_and_other_settings_are_refused(graph, tmp_path)
     with pytest.raises(SeederError, match="other settings"):
         extract_split(live, queries, q, folder, RetrievalSettings(seeds=2, budgets=(6,)), shard_size=4,
                       progress=False)
+    assert all(r.direction.shape == r.src.shape for r in again)
+    # A cache written before edge directions were kept (no such manifest key) is not resumed.
+    manifest = json.loads((folder / "manifest.json").read_text())
+    del manifest["edge_directions"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SeederError, match="other settings.*--overwrite"):
+        extract_split(live, queries, q, folder, settings, shard_size=4, progress=False)
     cache.shard_path(folder, 0).write_bytes(b"not a zip")
     with pytest.raises(cache.CacheError, match="damaged"):
         cache.load_split(folder)

@@ -103,3 +103,21 @@ def test_direction_rows_are_the_same_from_the_whole_table_or_the_triples_present
     gamma, beta = enc.film(z_q).chunk(2, dim=-1)
     expected = (enc.table.weight[rel] + enc.direction.weight[direction]) * (1 + gamma[graph]) + beta[graph]
     torch.testing.assert_close(rows[index], expected)
+
+
+def test_subgraphs_cached_without_directions_are_refused_with_the_command_to_run(tmp_path):
+    from seeder_dgl.errors import SeederError
+    from seeder_dgl.training.command import check_directions
+
+    graph = GraphArrays.from_arrays(4, [0, 1, 2], [1, 2, 3], [0, 0, 0])
+    emb = np.eye(4, dtype=np.float32)
+    sub = khop_filter(graph, emb, emb[:1], emb[1], [1], [2])
+    check_directions([sub], "mykg", tmp_path)  # extracted now: accepted
+    save_shard(tmp_path / "shard-00000.npz", [sub], emb[1:2])
+    (back,), _ = load_shard(tmp_path / "shard-00000.npz")
+    check_directions([back], "mykg", tmp_path)
+    sub.direction = np.zeros(0, np.int8)  # as a shard written before directions were kept reads
+    save_shard(tmp_path / "shard-00000.npz", [sub], emb[1:2])
+    (old,), _ = load_shard(tmp_path / "shard-00000.npz")
+    with pytest.raises(SeederError, match=r"without edge directions: run `seeder-dgl extract mykg --overwrite`"):
+        check_directions([old], "mykg", tmp_path)
