@@ -101,7 +101,7 @@ class GraphArrays:
     """int64 [M]: larger endpoint of each undirected edge."""
     edge_rel: np.ndarray
     """int64 [M]: relation id of each undirected edge."""
-    direction: np.ndarray | None = None
+    direction: np.ndarray
     """int8 [2M]: per adjacency entry, ``FORWARD`` where the stored triple goes from the row's node
     to the neighbour, ``BACKWARD`` where it goes the other way (a self loop has one of each)."""
 
@@ -396,9 +396,8 @@ def directed_induced_edges(graph: GraphArrays, node_ids: np.ndarray
     inside = dst >= 0
     src, dst, flat = pos[inside], dst[inside], flat[inside]
     rel = graph.rel[flat].astype(np.int64)
-    direction = graph.direction[flat] if graph.direction is not None else np.zeros(flat.shape[0], np.int8)
     order = np.lexsort((rel, dst, src))
-    return src[order], dst[order], rel[order], direction[order]
+    return src[order], dst[order], rel[order], graph.direction[flat][order]
 
 
 def khop_filter(graph: GraphArrays, node_emb: np.ndarray, rel_emb: np.ndarray, query_emb: np.ndarray,
