@@ -169,7 +169,7 @@ class RelationEncoder(nn.Module):
     """
 
     def __init__(self, num_relations: int, dim: int, relation_text: Tensor | None = None,
-                 query_dim: int | None = None, edge_direction: bool = False):
+                 query_dim: int | None = None, edge_direction: bool = False, edge_prior: bool = False):
         super().__init__()
         self.num_relations = num_relations
         self.table = nn.Embedding(num_relations, dim)
@@ -178,6 +178,13 @@ class RelationEncoder(nn.Module):
         self.direction = nn.Embedding(NUM_DIRECTIONS, dim) if edge_direction else None
         if self.direction is not None:
             nn.init.zeros_(self.direction.weight)
+        if edge_prior and not edge_direction:
+            raise ValueError("edge_prior needs edge_direction (its rows are the direction-aware ones)")
+        # With ``edge_prior``: [p, √p] of the prior's p_h(r | q) for the hop h the edge steps into,
+        # projected and added to its row (``rows_with_prior``), starting at zero.
+        self.prior_step = nn.Linear(2, dim, bias=False) if edge_prior else None
+        if self.prior_step is not None:
+            nn.init.zeros_(self.prior_step.weight)
         # FiLM by the query (query_dim set): e_{r,q} = e_r ⊙ (1 + W_γ z_q) + W_β z_q, starting as e_r.
         self.film = nn.Linear(query_dim, 2 * dim) if query_dim else None
         if self.film is not None:
@@ -206,6 +213,48 @@ class RelationEncoder(nn.Module):
             return emb
         gamma, beta = self.film(z_q).unsqueeze(1).chunk(2, dim=-1)  # [G, 1, d] each
         return emb.unsqueeze(0) * (1.0 + gamma) + beta
+
+    def rows_with_prior(self, rel: Tensor, direction: Tensor, graph: Tensor, z_q: Tensor | None, step: Tensor,
+                        scores: Tensor) -> tuple[Tensor, Tensor]:
+        """``rows`` with the relation prior read per edge (``edge_prior``): a row per (graph, step,
+        direction, relation) present, e_r + e_direction FiLM-ed by the query as in ``rows``, plus the
+        projection of [p, √p] with p = ``scores`` [G, H, R'][graph, step − 1, r], the prior's belief
+        that the question's path takes relation r at hop ``step`` [m] (1..H; 0 for an edge that does
+        not step from one hop to the next, or a relation the prior does not know: p = 0).
+
+        The prior's reading of each hop enters the attention edge by edge, so a wording the policy
+        never saw still follows the relations the prior reads in it, hop by hop."""
+        num_rel, num_dir = self.num_relations, self.direction.num_embeddings
+        num_steps = scores.shape[1] + 1
+        span = num_dir * num_rel
+        key = direction.clamp(0, num_dir - 1) * num_rel + rel + span * (step + num_steps * graph)
+        num_graphs = scores.shape[0]
+        if num_graphs * num_steps * span <= key.numel():
+            # Few relation types: the whole [G, S, 3, R] table, no sort of the edges (as in ``rows``).
+            emb = (self.base().unsqueeze(0) + self.direction.weight.unsqueeze(1))  # [3, R, d]
+            emb = emb.unsqueeze(0).expand(num_graphs, -1, -1, -1)
+            if self.film is not None and z_q is not None:
+                gamma, beta = self.film(z_q).unsqueeze(1).unsqueeze(1).chunk(2, dim=-1)  # [G, 1, 1, d] each
+                emb = emb * (1.0 + gamma) + beta
+            known = min(scores.shape[2], num_rel)
+            p = scores.new_zeros(num_graphs, num_steps, num_rel)
+            p[:, 1:, :known] = scores[:, :, :known]
+            p = p.to(emb.dtype).clamp_min(0.0)
+            prior = self.prior_step(torch.stack([p, p.sqrt()], dim=-1))  # [G, S, R, d]
+            table = emb.unsqueeze(1) + prior.unsqueeze(2)  # [G, S, 3, R, d]
+            return table.reshape(-1, emb.shape[-1]), key
+        unique, inverse = torch.unique(key, return_inverse=True)
+        r = unique % num_rel
+        emb = self.base().index_select(0, r) + self.direction(torch.div(unique, num_rel, rounding_mode="floor") % num_dir)
+        s = torch.div(unique, span, rounding_mode="floor") % num_steps
+        g = torch.div(unique, span * num_steps, rounding_mode="floor")
+        if self.film is not None and z_q is not None:
+            gamma, beta = self.film(z_q).index_select(0, g).chunk(2, dim=-1)
+            emb = emb * (1.0 + gamma) + beta
+        known = (s > 0) & (r < scores.shape[2])
+        p = scores[g, (s - 1).clamp_min(0), r.clamp_max(scores.shape[2] - 1)].to(emb.dtype)
+        p = torch.where(known, p, torch.zeros_like(p)).clamp_min(0.0)
+        return emb + self.prior_step(torch.stack([p, p.sqrt()], dim=-1)), inverse
 
     def rows(self, rel: Tensor, direction: Tensor, graph: Tensor | None, z_q: Tensor | None) -> tuple[Tensor, Tensor]:
         """Direction-aware relation embeddings for the edges: (rows [u, d], the row of each edge [m]).
@@ -272,7 +321,7 @@ class SparseGraphTransformer(nn.Module):
                  dropout: float = 0.1, query_injection: str = "concat", relation_text: Tensor | None = None,
                  num_hop_buckets: int = 4, num_node_types: int = 0, query_relations: bool = False,
                  lookahead: bool = False, path_prior: bool = False, path_end: bool = False,
-                 edge_direction: bool = False):
+                 edge_direction: bool = False, edge_prior: bool = False):
         super().__init__()
         self.hidden_dim = hidden_dim
         self.node_input = NodeInput(in_dim, hidden_dim, query_injection, num_hop_buckets, num_node_types)
@@ -284,7 +333,8 @@ class SparseGraphTransformer(nn.Module):
         self.path_prior = nn.Linear(4 if self.path_end else 2, hidden_dim, bias=False) if path_prior else None
         self.input_dropout = nn.Dropout(dropout)
         self.relations = RelationEncoder(num_relations, hidden_dim, relation_text,
-                                         query_dim=in_dim if query_relations else None, edge_direction=edge_direction)
+                                         query_dim=in_dim if query_relations else None, edge_direction=edge_direction,
+                                         edge_prior=edge_prior)
         self.layers = nn.ModuleList(GraphTransformerLayer(hidden_dim, heads, hidden_dim, dropout) for _ in range(num_layers))
 
     def static(self, batch: SubgraphBatch) -> Tensor:
@@ -324,7 +374,18 @@ class SparseGraphTransformer(nn.Module):
         if self.relations.direction is not None:
             direction = view.direction if view.direction is not None else torch.zeros_like(rel)
             graph_of_edge = batch.graph_index[nodes[view.dst]]
-            relation_emb, rel = self.relations.rows(rel, direction, graph_of_edge, batch.query)
+            if self.relations.prior_step is not None:
+                scores = batch.relation_scores
+                hop_src, hop_dst = batch.hop[nodes[view.src]].to(torch.int64), batch.hop[nodes[view.dst]].to(torch.int64)
+                step = torch.maximum(hop_src, hop_dst)
+                if scores is None:  # subgraphs grown without a prior: p = 0 on every edge
+                    scores = torch.zeros(batch.num_graphs, 1, 1, dtype=batch.x.dtype, device=batch.device)
+                step = torch.where(((hop_src - hop_dst).abs() == 1) & (step <= scores.shape[1]), step,
+                                   torch.zeros_like(step))
+                relation_emb, rel = self.relations.rows_with_prior(rel, direction, graph_of_edge, batch.query, step,
+                                                                   scores)
+            else:
+                relation_emb, rel = self.relations.rows(rel, direction, graph_of_edge, batch.query)
         elif self.relations.film is not None:
             # One relation table per graph: edge e reads row (graph of e) * R + relation of e.
             relation_emb = self.relations(batch.query).reshape(-1, self.hidden_dim)

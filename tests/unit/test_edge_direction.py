@@ -5,6 +5,8 @@ of X" and "the predecessor of X" are the same question to the policy: one relati
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -121,3 +123,87 @@ def test_subgraphs_cached_without_directions_are_refused_with_the_command_to_run
     (old,), _ = load_shard(tmp_path / "shard-00000.npz")
     with pytest.raises(SeederError, match=r"without edge directions: run `seeder-dgl extract mykg --overwrite`"):
         check_directions([old], "mykg", tmp_path)
+
+
+@pytest.mark.parametrize("edges", [50, 400])
+def test_edge_prior_rows_add_the_priors_reading_of_the_hop_each_edge_steps_into(edges):
+    """Row by row e_r + e_direction FiLM-ed by the query, plus W [p, √p] with p the prior's belief in
+    the edge's relation at the hop it steps into; an edge within one hop, or of a relation the prior
+    does not know, reads p = 0."""
+    from seeder_dgl.model.encoder import RelationEncoder
+
+    torch.manual_seed(0)
+    relations, graphs, hops = 6, 3, 2
+    enc = RelationEncoder(relations, 4, query_dim=5, edge_direction=True, edge_prior=True)
+    for p in (enc.direction.weight, enc.film.weight, enc.film.bias, enc.prior_step.weight):
+        torch.nn.init.normal_(p)
+    z_q = torch.randn(graphs, 5)
+    scores = torch.rand(graphs, hops, relations - 1)  # the last relation (the unknown slot) has no score
+    m = edges  # 50: rows for the keys present; 400: the whole [G, S, 3, R] table (3 * 3 * 3 * 6 = 162 rows)
+    rel, direction = torch.randint(0, relations, (m,)), torch.randint(0, 3, (m,))
+    graph, step = torch.randint(0, graphs, (m,)), torch.randint(0, hops + 1, (m,))
+    rows, index = enc.rows_with_prior(rel, direction, graph, z_q, step, scores)
+    assert (rows.shape[0] == graphs * (hops + 1) * 3 * relations) == (m == 400)
+    plain, plain_index = enc.rows(rel, direction, graph, z_q)
+    p = torch.zeros(m)
+    known = (step > 0) & (rel < relations - 1)
+    p[known] = scores[graph[known], step[known] - 1, rel[known]]
+    expected = plain[plain_index] + enc.prior_step(torch.stack([p, p.sqrt()], -1))
+    torch.testing.assert_close(rows[index], expected)
+    if m == 50:
+        assert rows.shape[0] == torch.unique(torch.stack([rel, direction, graph, step]), dim=1).shape[1]  # a row a key
+    with pytest.raises(ValueError, match="edge_direction"):
+        RelationEncoder(relations, 4, edge_prior=True)
+
+
+def test_a_policy_with_the_edge_prior_reads_the_priors_scores():
+    from seeder_dgl.model.policy import SeederPolicy
+    from seeder_dgl.training.config import TrainConfig
+    from seeder_dgl.training.rollout import training_objective
+
+    records, queries, node_emb = chain_task(6, seed=3)
+    for r in records:
+        r.relation_scores = np.full((1, 1), 0.5, np.float32)
+    batch = collate(records, node_emb, queries)
+    assert batch.relation_scores is not None
+    cfg = TrainConfig(hidden_dim=8, num_layers=1, heads=2, expansion_sizes=(2,), frontier_caps=(4,), edge_direction=True,
+                      edge_prior=True, query_relations=True, dropout=0.0)
+    torch.manual_seed(0)
+    policy = SeederPolicy.from_config(cfg, in_dim=node_emb.shape[1], num_relations=2)
+    objective = training_objective(policy, batch, cfg)
+    objective.loss.backward()
+    grad = policy.encoder.relations.prior_step.weight.grad
+    assert grad is not None and grad.abs().sum() > 0
+    torch.nn.init.normal_(policy.encoder.relations.prior_step.weight)
+    view = batch.induced(torch.ones(batch.num_nodes, dtype=torch.bool))
+    from seeder_dgl.model.ops import TorchOps
+    selected = batch.hop == 0
+    out = policy.encoder(batch, view, selected, TorchOps())
+    batch.relation_scores = torch.full_like(batch.relation_scores, 0.9)
+    assert not torch.allclose(out, policy.encoder(batch, view, selected, TorchOps()))
+
+
+def test_the_edge_prior_reads_zero_on_subgraphs_grown_without_a_prior():
+    """No relation scores: every edge reads p = 0, the rows are ``rows``' own, and the projection
+    still takes part in the step (DistributedDataParallel needs every parameter used)."""
+    from seeder_dgl.model.ops import TorchOps
+    from seeder_dgl.model.policy import SeederPolicy
+    from seeder_dgl.training.config import TrainConfig
+
+    records, queries, node_emb = chain_task(4, seed=5)
+    batch = collate(records, node_emb, queries)
+    assert batch.relation_scores is None
+    cfg = TrainConfig(hidden_dim=8, num_layers=1, heads=2, expansion_sizes=(2,), frontier_caps=(4,), edge_direction=True,
+                      edge_prior=True, query_relations=True, dropout=0.0)
+    torch.manual_seed(0)
+    policy = SeederPolicy.from_config(cfg, in_dim=node_emb.shape[1], num_relations=2)
+    torch.nn.init.normal_(policy.encoder.relations.prior_step.weight)
+    view = batch.induced(torch.ones(batch.num_nodes, dtype=torch.bool))
+    out = policy.encoder(batch, view, batch.hop == 0, TorchOps())
+    out.sum().backward()
+    assert policy.encoder.relations.prior_step.weight.grad is not None
+    torch.nn.init.zeros_(policy.encoder.relations.prior_step.weight)
+    without = SeederPolicy.from_config(replace(cfg, edge_prior=False), in_dim=node_emb.shape[1], num_relations=2)
+    without.load_state_dict({k: v for k, v in policy.state_dict().items() if "prior_step" not in k})
+    torch.testing.assert_close(policy.encoder(batch, view, batch.hop == 0, TorchOps()),
+                               without.encoder(batch, view, batch.hop == 0, TorchOps()))

@@ -405,12 +405,12 @@ def test_each_dataset_has_a_default_profile_and_metaqa_deep_carries_the_chosen_m
     assert retrieval_profile("metaqa").seeding == "fulltext" and retrieval_profile("prime").seeding == "dense"
     deep = command.build_config("metaqa", profile="deep")
     assert (deep.node_types, deep.query_relations, deep.rank_loss, deep.lr, deep.lookahead, deep.patience,
-            deep.dropout) == (True, True, "listwise", 3e-3, True, None, 0.0)
+            deep.dropout, deep.edge_direction, deep.edge_prior) == (True, True, "listwise", 3e-3, True, None, 0.0, True, False)
     assert command.build_config("metaqa", profile="deep", overrides={"dropout": 0.1}).dropout == 0.1  # train --dropout
     with pytest.raises(SeederError, match="dropout must be at least 0 and below 1"):
         command.build_config("metaqa", profile="deep", overrides={"dropout": 1.0})
     own = TrainConfig.for_dataset("generic")  # a graph of your own (its spec's train_defaults)
-    assert (own.num_trajectories, own.patience, own.path_prior, own.dropout) == (4, 3, True, 0.1)
+    assert (own.num_trajectories, own.patience, own.path_prior, own.edge_prior, own.dropout) == (4, 3, True, False, 0.1)
     # The paper's setting stays the paper's table, for MetaQA and for STaRK.
     for dataset in ("metaqa", "prime", "mag", "amazon"):
         paper = command.build_config(dataset, profile="paper")
