@@ -15,6 +15,13 @@ split says about their wording:
 - ``seen, paths disagree``: the wording was seen, but its training labels split between paths;
 - ``new wording``: no training question was worded this way (a question the policy never saw).
 
+For the seen wordings it also scores the best reader of the wording alone (``ceiling``): from the
+question's topic it takes, of the paths the wording's training questions were labelled with, the
+one most of them took among those that exist from this topic in the graph, and counts a hit when
+that path reaches one of the question's answers (also when none of them exists there: a bound,
+not a reader). Where labels disagree, that is how far any ranking can go without knowing which
+path the held-out label took.
+
 Gold paths are every relation sequence of the question's hop count from its topic that reaches one
 of its answers (inverse steps written ``^r``). It reads the dataset's files (``triples.tsv``,
 ``questions.csv`` with ``topic`` and ``hops`` columns, as ``benchmarks/dev_graph.py`` writes them) and
@@ -112,7 +119,7 @@ def main(argv=None) -> list[dict]:
                          f"`seeder-dgl eval ... --methods {args.method} --per-query`")
     ids = res["queries"]["id"]
     per = res["per_query"][args.method]["metrics"]
-    table: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    table: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     for i, qid in enumerate(ids):
         r = rows[int(qid)]
         if str(res["queries"]["hops"][i]) != r["hops"]:
@@ -124,19 +131,30 @@ def main(argv=None) -> list[dict]:
             group = GROUPS[3]
         else:
             group = GROUPS[1] if max(c.values()) / sum(c.values()) >= args.agree else GROUPS[2]
+        ceiling = 1.0
+        if c:
+            reach = paths_from(adj, r["topic"], int(r["hops"]))
+            here = [p for p in c if p in reach]
+            if here:
+                ceiling = float(bool(reach[max(here, key=c.__getitem__)] & set(r["answers"].split("|"))))
         for key in ((r["hops"], group), ("all", group), ("all", "all")):
             table[key][0] += 1
             table[key][1] += per["hit@1"][i]
             table[key][2] += per["hit@5"][i]
+            table[key][3] += ceiling
 
     order = {g: i for i, g in enumerate(GROUPS + ("all",))}
     keys = sorted(table, key=lambda k: (k[0] == "all", k[0], order[k[1]]))
-    lines = ["| hops | questions' wording | questions | Hit@1 | Hit@5 | gap |", "|---|---|---:|---:|---:|---:|"]
+    lines = ["| hops | questions' wording | questions | Hit@1 | Hit@5 | gap | the wording's best reader (Hit@1) |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     out_rows = []
     for hops, group in keys:
-        n, h1, h5 = table[(hops, group)]
-        out_rows.append(dict(hops=hops, group=group, questions=int(n), hit1=h1 / n, hit5=h5 / n))
-        lines.append(f"| {hops} | {group} | {int(n)} | {h1 / n:.3f} | {h5 / n:.3f} | {(h5 - h1) / n:.3f} |")
+        n, h1, h5, ceil = table[(hops, group)]
+        seen = group.startswith("seen")
+        out_rows.append(dict(hops=hops, group=group, questions=int(n), hit1=h1 / n, hit5=h5 / n,
+                             reader_ceiling=ceil / n if seen else None))
+        lines.append(f"| {hops} | {group} | {int(n)} | {h1 / n:.3f} | {h5 / n:.3f} | {(h5 - h1) / n:.3f} | "
+                     f"{f'{ceil / n:.3f}' if seen else '–'} |")
     name = args.name or source.name
     write_result(f"label-agreement-{name}", {"machine": machine(), "source": str(source), "results": args.results,
                                              "method": args.method, "agree": args.agree,

@@ -47,3 +47,24 @@ def test_groups_follow_the_training_labels(tmp_path):
     assert got[("2", "topic garbled")] == (1, 0.0, 0.0)
     assert got[("all", "all")] == (4, 0.5, 0.75)
     assert list((tmp_path / "out").glob("label-agreement-*.md"))
+
+
+def test_the_wordings_best_reader_takes_the_majority_path_that_exists_from_the_topic(tmp_path):
+    """Two training labels say country, one says city: the reader answers the country where the
+    topic has one (a miss for Carl, whose label took the city) and the city where it has only that."""
+    triples = TRIPLES + "Dan\tschool\tUniD\nUniD\tcountry\tSpain\nFred\tschool\tUniF\nUniF\tcity\tOslo\n"
+    questions = "\n".join(QUESTIONS.strip().splitlines()[:4] + [
+        "where is the school of Dan located?,Spain,train,Dan,2",
+        "where is the school of Carl located?,Nice,val,Carl,2",
+        "where is the school of Fred located?,Oslo,val,Fred,2",
+        "which city is the school of Carl in?,Nice,val,Carl,2",
+    ]) + "\n"
+    (tmp_path / "triples.tsv").write_text(triples, encoding="utf-8")
+    (tmp_path / "questions.csv").write_text(questions, encoding="utf-8")
+    results = {"queries": {"id": [4, 5, 6], "hops": [2, 2, 2]},
+               "per_query": {"seeder": {"metrics": {"hit@1": [1.0, 1.0, 1.0], "hit@5": [1.0, 1.0, 1.0]}}}}
+    (tmp_path / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    rows = main(["--source", str(tmp_path), "--results", str(tmp_path / "results.json"), "--out", str(tmp_path / "out")])
+    got = {(r["hops"], r["group"]): (r["questions"], r["reader_ceiling"]) for r in rows}
+    assert got[("2", "seen, paths disagree")] == (2, 0.5)  # Carl: country (miss); Fred: only the city exists (hit)
+    assert got[("2", "seen, one path")] == (1, 1.0)
