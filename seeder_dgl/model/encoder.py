@@ -181,7 +181,7 @@ class RelationEncoder(nn.Module):
         if edge_prior and not edge_direction:
             raise ValueError("edge_prior needs edge_direction (its rows are the direction-aware ones)")
         # With ``edge_prior``: [p, √p] of the prior's p_h(r | q) for the hop h the edge steps into,
-        # projected and added to its row (``rows_with_prior``), starting at zero.
+        # projected and added to its row (``rows``), starting at zero.
         self.prior_step = nn.Linear(2, dim, bias=False) if edge_prior else None
         if self.prior_step is not None:
             nn.init.zeros_(self.prior_step.weight)
@@ -214,74 +214,61 @@ class RelationEncoder(nn.Module):
         gamma, beta = self.film(z_q).unsqueeze(1).chunk(2, dim=-1)  # [G, 1, d] each
         return emb.unsqueeze(0) * (1.0 + gamma) + beta
 
-    def rows_with_prior(self, rel: Tensor, direction: Tensor, graph: Tensor, z_q: Tensor | None, step: Tensor,
-                        scores: Tensor) -> tuple[Tensor, Tensor]:
-        """``rows`` with the relation prior read per edge (``edge_prior``): a row per (graph, step,
-        direction, relation) present, e_r + e_direction FiLM-ed by the query as in ``rows``, plus the
-        projection of [p, √p] with p = ``scores`` [G, H, R'][graph, step − 1, r], the prior's belief
-        that the question's path takes relation r at hop ``step`` [m] (1..H; 0 for an edge that does
-        not step from one hop to the next, or a relation the prior does not know: p = 0).
-
-        The prior's reading of each hop enters the attention edge by edge, so a wording the policy
-        never saw still follows the relations the prior reads in it, hop by hop."""
-        num_rel, num_dir = self.num_relations, self.direction.num_embeddings
-        num_steps = scores.shape[1] + 1
-        span = num_dir * num_rel
-        key = direction.clamp(0, num_dir - 1) * num_rel + rel + span * (step + num_steps * graph)
-        num_graphs = scores.shape[0]
-        if num_graphs * num_steps * span <= key.numel():
-            # Few relation types: the whole [G, S, 3, R] table, no sort of the edges (as in ``rows``).
-            emb = (self.base().unsqueeze(0) + self.direction.weight.unsqueeze(1))  # [3, R, d]
-            emb = emb.unsqueeze(0).expand(num_graphs, -1, -1, -1)
-            if self.film is not None and z_q is not None:
-                gamma, beta = self.film(z_q).unsqueeze(1).unsqueeze(1).chunk(2, dim=-1)  # [G, 1, 1, d] each
-                emb = emb * (1.0 + gamma) + beta
-            known = min(scores.shape[2], num_rel)
-            p = scores.new_zeros(num_graphs, num_steps, num_rel)
-            p[:, 1:, :known] = scores[:, :, :known]
-            p = p.to(emb.dtype).clamp_min(0.0)
-            prior = self.prior_step(torch.stack([p, p.sqrt()], dim=-1))  # [G, S, R, d]
-            table = emb.unsqueeze(1) + prior.unsqueeze(2)  # [G, S, 3, R, d]
-            return table.reshape(-1, emb.shape[-1]), key
-        unique, inverse = torch.unique(key, return_inverse=True)
-        r = unique % num_rel
-        emb = self.base().index_select(0, r) + self.direction(torch.div(unique, num_rel, rounding_mode="floor") % num_dir)
-        s = torch.div(unique, span, rounding_mode="floor") % num_steps
-        g = torch.div(unique, span * num_steps, rounding_mode="floor")
-        if self.film is not None and z_q is not None:
-            gamma, beta = self.film(z_q).index_select(0, g).chunk(2, dim=-1)
-            emb = emb * (1.0 + gamma) + beta
-        known = (s > 0) & (r < scores.shape[2])
-        p = scores[g, (s - 1).clamp_min(0), r.clamp_max(scores.shape[2] - 1)].to(emb.dtype)
-        p = torch.where(known, p, torch.zeros_like(p)).clamp_min(0.0)
-        return emb + self.prior_step(torch.stack([p, p.sqrt()], dim=-1)), inverse
-
-    def rows(self, rel: Tensor, direction: Tensor, graph: Tensor | None, z_q: Tensor | None) -> tuple[Tensor, Tensor]:
+    def rows(self, rel: Tensor, direction: Tensor, graph: Tensor | None, z_q: Tensor | None,
+             step: Tensor | None = None, scores: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Direction-aware relation embeddings for the edges: (rows [u, d], the row of each edge [m]).
         A row is e_r + e_direction, FiLM-ed by its graph's query when built with ``query_dim``.
 
-        The whole [G, 3, R] table when it has no more rows than there are edges (a few relation
-        types: sorting the edges would cost more than the spare rows); else only the (graph,
-        direction, relation) triples present, which on a graph of hundreds of relation types are a
+        With ``edge_prior``, ``step`` [m] and ``scores`` [G, H, R'], a row is also per hop: plus the
+        projection of [p, √p] with p = scores[graph, step − 1, r], the prior's belief that the
+        question's path takes relation r at hop ``step`` (1..H; 0 for an edge that does not step from
+        one hop to the next, or a relation the prior does not know: p = 0). The prior's reading of
+        each hop enters the attention edge by edge, so a wording the policy never saw still follows
+        the relations the prior reads in it, hop by hop.
+
+        The whole [G, S, 3, R] table when it has no more rows than there are edges (a few relation
+        types: sorting the edges would cost more than the spare rows); else only the (graph, hop,
+        direction, relation) keys present, which on a graph of hundreds of relation types are a
         small part of the table. The rows hold the same values either way."""
         num_rel, num_dir = self.num_relations, self.direction.num_embeddings
-        key = direction.clamp(0, num_dir - 1) * num_rel + rel
+        span = num_dir * num_rel
         conditioned = self.film is not None and z_q is not None and graph is not None
-        if conditioned:
-            key = key + graph * (num_dir * num_rel)
+        prior = step is not None and scores is not None and self.prior_step is not None
+        num_steps = scores.shape[1] + 1 if prior else 1
+        key = direction.clamp(0, num_dir - 1) * num_rel + rel
+        if prior:
+            key = key + span * step
+        num_graphs = 1
+        if conditioned or prior:
+            key = key + graph * (span * num_steps)
+            num_graphs = z_q.shape[0] if conditioned else scores.shape[0]
         base = self.base()
-        if (z_q.shape[0] if conditioned else 1) * num_dir * num_rel <= key.numel():
-            emb = (base.unsqueeze(0) + self.direction.weight.unsqueeze(1)).reshape(num_dir * num_rel, -1)
+        dim = base.shape[-1]
+        if num_graphs * num_steps * span <= key.numel():
+            emb = (base.unsqueeze(0) + self.direction.weight.unsqueeze(1)).reshape(1, 1, num_dir, num_rel, dim)
             if conditioned:
-                gamma, beta = self.film(z_q).unsqueeze(1).chunk(2, dim=-1)  # [G, 1, d] each
-                emb = (emb.unsqueeze(0) * (1.0 + gamma) + beta).reshape(-1, emb.shape[-1])
-            return emb, key
+                gamma, beta = self.film(z_q).reshape(num_graphs, 1, 1, 1, 2 * dim).chunk(2, dim=-1)
+                emb = emb * (1.0 + gamma) + beta
+            if prior:
+                known = min(scores.shape[2], num_rel)
+                p = scores.new_zeros(num_graphs, num_steps, num_rel)
+                p[:, 1:, :known] = scores[:, :, :known]
+                p = p.to(emb.dtype).clamp_min(0.0)
+                emb = emb + self.prior_step(torch.stack([p, p.sqrt()], dim=-1)).unsqueeze(2)  # [G, S, 1, R, d]
+            return emb.expand(num_graphs, num_steps, num_dir, num_rel, dim).reshape(-1, dim), key
         unique, inverse = torch.unique(key, return_inverse=True)
-        emb = base.index_select(0, unique % num_rel) + self.direction(torch.div(unique, num_rel, rounding_mode="floor") % num_dir)
+        r = unique % num_rel
+        emb = base.index_select(0, r) + self.direction(torch.div(unique, num_rel, rounding_mode="floor") % num_dir)
+        g = torch.div(unique, span * num_steps, rounding_mode="floor")
         if conditioned:
-            query_row = torch.div(unique, num_dir * num_rel, rounding_mode="floor")
-            gamma, beta = self.film(z_q).index_select(0, query_row).chunk(2, dim=-1)
+            gamma, beta = self.film(z_q).index_select(0, g).chunk(2, dim=-1)
             emb = emb * (1.0 + gamma) + beta
+        if prior:
+            s = torch.div(unique, span, rounding_mode="floor") % num_steps
+            known = (s > 0) & (r < scores.shape[2])
+            p = scores[g, (s - 1).clamp_min(0), r.clamp_max(scores.shape[2] - 1)].to(emb.dtype)
+            p = torch.where(known, p, torch.zeros_like(p)).clamp_min(0.0)
+            emb = emb + self.prior_step(torch.stack([p, p.sqrt()], dim=-1))
         return emb, inverse
 
 
@@ -374,18 +361,16 @@ class SparseGraphTransformer(nn.Module):
         if self.relations.direction is not None:
             direction = view.direction if view.direction is not None else torch.zeros_like(rel)
             graph_of_edge = batch.graph_index[nodes[view.dst]]
+            step = scores = None
             if self.relations.prior_step is not None:
                 scores = batch.relation_scores
-                hop_src, hop_dst = batch.hop[nodes[view.src]].to(torch.int64), batch.hop[nodes[view.dst]].to(torch.int64)
-                step = torch.maximum(hop_src, hop_dst)
                 if scores is None:  # subgraphs grown without a prior: p = 0 on every edge
                     scores = torch.zeros(batch.num_graphs, 1, 1, dtype=batch.x.dtype, device=batch.device)
+                hop_src, hop_dst = batch.hop[nodes[view.src]].to(torch.int64), batch.hop[nodes[view.dst]].to(torch.int64)
+                step = torch.maximum(hop_src, hop_dst)
                 step = torch.where(((hop_src - hop_dst).abs() == 1) & (step <= scores.shape[1]), step,
                                    torch.zeros_like(step))
-                relation_emb, rel = self.relations.rows_with_prior(rel, direction, graph_of_edge, batch.query, step,
-                                                                   scores)
-            else:
-                relation_emb, rel = self.relations.rows(rel, direction, graph_of_edge, batch.query)
+            relation_emb, rel = self.relations.rows(rel, direction, graph_of_edge, batch.query, step, scores)
         elif self.relations.film is not None:
             # One relation table per graph: edge e reads row (graph of e) * R + relation of e.
             relation_emb = self.relations(batch.query).reshape(-1, self.hidden_dim)

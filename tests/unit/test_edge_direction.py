@@ -142,7 +142,7 @@ def test_edge_prior_rows_add_the_priors_reading_of_the_hop_each_edge_steps_into(
     m = edges  # 50: rows for the keys present; 400: the whole [G, S, 3, R] table (3 * 3 * 3 * 6 = 162 rows)
     rel, direction = torch.randint(0, relations, (m,)), torch.randint(0, 3, (m,))
     graph, step = torch.randint(0, graphs, (m,)), torch.randint(0, hops + 1, (m,))
-    rows, index = enc.rows_with_prior(rel, direction, graph, z_q, step, scores)
+    rows, index = enc.rows(rel, direction, graph, z_q, step, scores)
     assert (rows.shape[0] == graphs * (hops + 1) * 3 * relations) == (m == 400)
     plain, plain_index = enc.rows(rel, direction, graph, z_q)
     p = torch.zeros(m)
