@@ -169,8 +169,7 @@ class RelationEncoder(nn.Module):
     """
 
     def __init__(self, num_relations: int, dim: int, relation_text: Tensor | None = None,
-                 query_dim: int | None = None, edge_direction: bool = False, edge_prior: bool = False,
-                 edge_prior_share: bool = False):
+                 query_dim: int | None = None, edge_direction: bool = False, edge_prior: bool = False):
         super().__init__()
         self.num_relations = num_relations
         self.table = nn.Embedding(num_relations, dim)
@@ -182,13 +181,8 @@ class RelationEncoder(nn.Module):
         if edge_prior and not edge_direction:
             raise ValueError("edge_prior needs edge_direction (its rows are the direction-aware ones)")
         # With ``edge_prior``: [p, √p] of the prior's p_h(r | q) for the hop h the edge steps into,
-        # projected and added to its row (``rows``), starting at zero. With ``edge_prior_share`` also
-        # p's share of the hop's whole belief (p / Σ_r' p_h(r' | q)): near 1 where the prior reads
-        # one relation, small where it hesitates, which p alone (the step head's scale) does not say.
-        if edge_prior_share and not edge_prior:
-            raise ValueError("edge_prior_share needs edge_prior")
-        self.prior_share = bool(edge_prior_share)
-        self.prior_step = nn.Linear(3 if edge_prior_share else 2, dim, bias=False) if edge_prior else None
+        # projected and added to its row (``rows``), starting at zero.
+        self.prior_step = nn.Linear(2, dim, bias=False) if edge_prior else None
         if self.prior_step is not None:
             nn.init.zeros_(self.prior_step.weight)
         # FiLM by the query (query_dim set): e_{r,q} = e_r ⊙ (1 + W_γ z_q) + W_β z_q, starting as e_r.
@@ -260,7 +254,7 @@ class RelationEncoder(nn.Module):
                 p = scores.new_zeros(num_graphs, num_steps, num_rel)
                 p[:, 1:, :known] = scores[:, :, :known]
                 p = p.to(emb.dtype).clamp_min(0.0)
-                emb = emb + self.prior_step(self._prior_features(p, p / self._belief(p))).unsqueeze(2)  # [G, S, 1, R, d]
+                emb = emb + self.prior_step(torch.stack([p, p.sqrt()], dim=-1)).unsqueeze(2)  # [G, S, 1, R, d]
             return emb.expand(num_graphs, num_steps, num_dir, num_rel, dim).reshape(-1, dim), key
         unique, inverse = torch.unique(key, return_inverse=True)
         r = unique % num_rel
@@ -274,19 +268,8 @@ class RelationEncoder(nn.Module):
             known = (s > 0) & (r < scores.shape[2])
             p = scores[g, (s - 1).clamp_min(0), r.clamp_max(scores.shape[2] - 1)].to(emb.dtype)
             p = torch.where(known, p, torch.zeros_like(p)).clamp_min(0.0)
-            share = p / self._belief(scores[:, :, :num_rel].clamp_min(0.0))[g, (s - 1).clamp_min(0), 0].to(emb.dtype)
-            emb = emb + self.prior_step(self._prior_features(p, share))
+            emb = emb + self.prior_step(torch.stack([p, p.sqrt()], dim=-1))
         return emb, inverse
-
-    @staticmethod
-    def _belief(p: Tensor) -> Tensor:
-        """[..., 1]: a hop's whole belief Σ_r p over the last axis (at least 1e-12)."""
-        return p.sum(dim=-1, keepdim=True).clamp_min(1e-12)
-
-    def _prior_features(self, p: Tensor, share: Tensor) -> Tensor:
-        """[..., 2 or 3]: what the prior's projection reads of an edge's p (and its share of the hop)."""
-        features = [p, p.sqrt()] + ([share] if self.prior_share else [])
-        return torch.stack(features, dim=-1)
 
 
 class GraphTransformerLayer(nn.Module):
@@ -325,7 +308,7 @@ class SparseGraphTransformer(nn.Module):
                  dropout: float = 0.1, query_injection: str = "concat", relation_text: Tensor | None = None,
                  num_hop_buckets: int = 4, num_node_types: int = 0, query_relations: bool = False,
                  lookahead: bool = False, path_prior: bool = False, path_end: bool = False,
-                 edge_direction: bool = False, edge_prior: bool = False, edge_prior_share: bool = False):
+                 edge_direction: bool = False, edge_prior: bool = False):
         super().__init__()
         self.hidden_dim = hidden_dim
         self.node_input = NodeInput(in_dim, hidden_dim, query_injection, num_hop_buckets, num_node_types)
@@ -338,7 +321,7 @@ class SparseGraphTransformer(nn.Module):
         self.input_dropout = nn.Dropout(dropout)
         self.relations = RelationEncoder(num_relations, hidden_dim, relation_text,
                                          query_dim=in_dim if query_relations else None, edge_direction=edge_direction,
-                                         edge_prior=edge_prior, edge_prior_share=edge_prior_share)
+                                         edge_prior=edge_prior)
         self.layers = nn.ModuleList(GraphTransformerLayer(hidden_dim, heads, hidden_dim, dropout) for _ in range(num_layers))
 
     def static(self, batch: SubgraphBatch) -> Tensor:

@@ -92,8 +92,7 @@ class SeederPolicy(nn.Module):
                  frontier_caps: Sequence[int | None] | None = (20, 50), query_injection: str = "concat",
                  relation_text: Tensor | None = None, num_hop_buckets: int = 4, num_node_types: int = 0,
                  query_relations: bool = False, lookahead: bool = False, path_prior: bool = False,
-                 path_end: bool = False, edge_direction: bool = False, edge_prior: bool = False,
-                 edge_prior_share: bool = False):
+                 path_end: bool = False, edge_direction: bool = False, edge_prior: bool = False):
         super().__init__()
         self.expansion_sizes = tuple(int(c) for c in expansion_sizes)
         caps = tuple(frontier_caps) if frontier_caps is not None else (None,) * len(self.expansion_sizes)
@@ -103,7 +102,7 @@ class SeederPolicy(nn.Module):
         self.encoder = SparseGraphTransformer(in_dim, num_relations, hidden_dim, num_layers, heads, dropout,
                                               query_injection, relation_text, num_hop_buckets, num_node_types,
                                               query_relations, lookahead, path_prior, path_end, edge_direction,
-                                              edge_prior, edge_prior_share)
+                                              edge_prior)
         self.expansion_head = ExpansionHead(hidden_dim, in_dim, dropout)
         self.scoring_head = ScoringHead(hidden_dim, in_dim, dropout)
 
@@ -120,8 +119,7 @@ class SeederPolicy(nn.Module):
                    query_injection=cfg.query_injection, relation_text=relation_text if cfg.relation_text else None,
                    num_node_types=num_node_types if cfg.node_types else 0, query_relations=cfg.query_relations,
                    lookahead=cfg.lookahead, path_prior=cfg.path_prior, path_end=cfg.path_end,
-                   edge_direction=cfg.edge_direction, edge_prior=cfg.edge_prior,
-                   edge_prior_share=cfg.edge_prior_share)
+                   edge_direction=cfg.edge_direction, edge_prior=cfg.edge_prior)
 
     @property
     def num_steps(self) -> int:

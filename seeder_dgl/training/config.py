@@ -87,9 +87,6 @@ class TrainConfig:
     """with ``edge_direction``, add to each edge's relation embedding the relation prior's belief that
     the question's path takes that relation at the hop the edge steps into: the prior reads a wording
     hop by hop, so the attention follows it where the whole question's embedding was never trained on"""
-    edge_prior_share: bool = False
-    """with ``edge_prior``, also give each edge the relation's share of the prior's whole belief at that
-    hop (p / Σ p): how sure the prior is, so the policy can learn where to trust it"""
     ablation: str = "full"
     """one of ABLATIONS: 'full', 'rerank' (score the whole K-hop subgraph, no expansion), 'greedy_baseline',
     'single_trajectory' (M=1, advantage = reward), 'no_baseline' (advantage = reward), 'no_aux' (λ = 0)"""

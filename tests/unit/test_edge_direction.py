@@ -156,8 +156,7 @@ def test_edge_prior_rows_add_the_priors_reading_of_the_hop_each_edge_steps_into(
         RelationEncoder(relations, 4, edge_prior=True)
 
 
-@pytest.mark.parametrize("share", [False, True])
-def test_a_policy_with_the_edge_prior_reads_the_priors_scores(share):
+def test_a_policy_with_the_edge_prior_reads_the_priors_scores():
     from seeder_dgl.model.policy import SeederPolicy
     from seeder_dgl.training.config import TrainConfig
     from seeder_dgl.training.rollout import training_objective
@@ -168,10 +167,9 @@ def test_a_policy_with_the_edge_prior_reads_the_priors_scores(share):
     batch = collate(records, node_emb, queries)
     assert batch.relation_scores is not None
     cfg = TrainConfig(hidden_dim=8, num_layers=1, heads=2, expansion_sizes=(2,), frontier_caps=(4,), edge_direction=True,
-                      edge_prior=True, edge_prior_share=share, query_relations=True, dropout=0.0)
+                      edge_prior=True, query_relations=True, dropout=0.0)
     torch.manual_seed(0)
     policy = SeederPolicy.from_config(cfg, in_dim=node_emb.shape[1], num_relations=2)
-    assert policy.encoder.relations.prior_step.in_features == (3 if share else 2)
     objective = training_objective(policy, batch, cfg)
     objective.loss.backward()
     grad = policy.encoder.relations.prior_step.weight.grad
@@ -209,32 +207,3 @@ def test_the_edge_prior_reads_zero_on_subgraphs_grown_without_a_prior():
     without.load_state_dict({k: v for k, v in policy.state_dict().items() if "prior_step" not in k})
     torch.testing.assert_close(policy.encoder(batch, view, batch.hop == 0, TorchOps()),
                                without.encoder(batch, view, batch.hop == 0, TorchOps()))
-
-
-@pytest.mark.parametrize("edges", [50, 400])
-def test_edge_prior_share_adds_how_much_of_the_hops_belief_the_relation_holds(edges):
-    """With ``edge_prior_share`` the projection also reads p / Σ_r p_h(r | q) of the edge's hop: the
-    same in the rows for the keys present and in the whole table; 0 where p is."""
-    from seeder_dgl.model.encoder import RelationEncoder
-
-    torch.manual_seed(1)
-    relations, graphs, hops = 6, 3, 2
-    enc = RelationEncoder(relations, 4, query_dim=5, edge_direction=True, edge_prior=True, edge_prior_share=True)
-    assert enc.prior_step.in_features == 3
-    for p in (enc.direction.weight, enc.film.weight, enc.film.bias, enc.prior_step.weight):
-        torch.nn.init.normal_(p)
-    z_q = torch.randn(graphs, 5)
-    scores = torch.rand(graphs, hops, relations - 1)
-    rel, direction = torch.randint(0, relations, (edges,)), torch.randint(0, 3, (edges,))
-    graph, step = torch.randint(0, graphs, (edges,)), torch.randint(0, hops + 1, (edges,))
-    rows, index = enc.rows(rel, direction, graph, z_q, step, scores)
-    plain, plain_index = enc.rows(rel, direction, graph, z_q)
-    p, share = torch.zeros(edges), torch.zeros(edges)
-    known = (step > 0) & (rel < relations - 1)
-    p[known] = scores[graph[known], step[known] - 1, rel[known]]
-    share[known] = p[known] / scores[graph[known], step[known] - 1].sum(-1)
-    assert share.max() < 1 and (share[~known] == 0).all()
-    expected = plain[plain_index] + enc.prior_step(torch.stack([p, p.sqrt(), share], -1))
-    torch.testing.assert_close(rows[index], expected)
-    with pytest.raises(ValueError, match="edge_prior_share needs edge_prior"):
-        RelationEncoder(relations, 4, edge_direction=True, edge_prior_share=True)
