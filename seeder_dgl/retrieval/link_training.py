@@ -55,6 +55,7 @@ from seeder_dgl.retrieval.relation_prior import (
     TOKEN_PRIOR_STEPS,
     RelationPrior,
     answer_mask,
+    answer_type_rows,
     fit_answer_types,
     fit_relation_prior,
     fit_token_prior,
@@ -443,13 +444,16 @@ def with_answer_types(prior: RelationPrior, graph, templates: Sequence[str], ans
             targets.append(np.bincount(kinds, minlength=len(type_names)) / kinds.size)
     if len(rows) < 20 or len({int(np.argmax(t)) for t in targets}) < 2:
         return prior
+    rows, targets, counts = answer_type_rows(rows, targets)  # one row a wording, weighed by its questions
+    position = {t: i for i, t in enumerate(dict.fromkeys(rows))}  # a wording's rows differ only by type
     with _bars(progress) as bars:
-        task = bars.add_task(f"answer types on {len(rows):,} templates", total=len(rows) + 1)
-        features = []
-        for lo in range(0, len(rows), 1024):
-            features.append(prior.features(rows[lo:lo + 1024]))
+        task = bars.add_task(f"answer types on {len(position):,} templates", total=len(position) + 1)
+        distinct, features = list(position), []
+        for lo in range(0, len(distinct), 1024):
+            features.append(prior.features(distinct[lo:lo + 1024]))
             bars.advance(task, len(features[-1]))
-        weight, bias, stats = fit_answer_types(np.concatenate(features), np.stack(targets), seed=seed)
+        features = np.concatenate(features)[[position[r] for r in rows]]
+        weight, bias, stats = fit_answer_types(features, targets, counts=counts, seed=seed)
         bars.advance(task, 1)
     prior.stats["answer_types"] = stats
     return replace(prior, answer_type_names=[str(t) for t in type_names], answer_type_weight=weight,

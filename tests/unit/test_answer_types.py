@@ -9,7 +9,7 @@ import pytest
 
 from seeder_dgl.retrieval.link_training import with_answer_types as fit_head
 from seeder_dgl.retrieval.pipeline import RetrievalSettings
-from seeder_dgl.retrieval.relation_prior import RelationPrior, fit_answer_types
+from seeder_dgl.retrieval.relation_prior import RelationPrior, answer_type_rows, fit_answer_types
 from seeder_dgl.subgraph.cache import load_shard, save_shard
 from seeder_dgl.subgraph.record import QuerySubgraph
 from seeder_dgl.training.checkpoint import FeatureRows, Preprocessing
@@ -116,6 +116,33 @@ def test_the_head_is_stored_with_the_prior_and_changes_its_fingerprint():
 def test_fit_answer_types_refuses_mismatched_rows():
     with pytest.raises(ValueError, match="feature rows"):
         fit_answer_types(np.ones((3, 4)), np.ones((2, 2)) / 2)
+    with pytest.raises(ValueError, match="positive count"):
+        fit_answer_types(np.ones((2, 4)), np.ones((2, 2)) / 2, counts=np.asarray([1.0, 0.0]))
+
+
+def test_questions_worded_alike_fit_as_one_row_weighed_by_their_count():
+    """The head fitted on every question equals the one fitted on each distinct template with its
+    questions' mean target and their count (the cross-entropy is linear in the target)."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(6)]
+    templates = [" ".join(rng.choice(words, 3)) for _ in range(8)]
+    asked = [templates[i] for i in rng.integers(0, len(templates), 120)]
+    targets = [rng.dirichlet(np.ones(3)) for _ in asked]  # answers of several types
+    rows, mean, counts = answer_type_rows(asked, targets)
+    # A row: one template and its questions' commonest answer type.
+    keys = list(dict.fromkeys((a, int(t.argmax())) for a, t in zip(asked, targets)))
+    assert [(r, int(m.argmax())) for r, m in zip(rows, mean)] == keys and counts.sum() == len(asked)
+    assert len(set(rows)) == len(set(asked)) < len(rows) < len(asked)
+    members = [t for a, t in zip(asked, targets) if (a, int(t.argmax())) == keys[0]]
+    np.testing.assert_allclose(mean[0], np.mean(members, axis=0))
+    assert counts[0] == len(members)
+    vectors = {t: rng.normal(size=5) for t in templates}
+    each = fit_answer_types(np.stack([vectors[a] for a in asked]), np.stack(targets), steps=60)
+    grouped = fit_answer_types(np.stack([vectors[r] for r in rows]), mean, counts=counts, steps=60)
+    np.testing.assert_allclose(grouped[0], each[0], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(grouped[1], each[1], rtol=1e-7, atol=1e-9)
+    assert grouped[2]["questions"] == each[2]["questions"] == 120 and grouped[2]["rows"] == len(rows)
+    assert grouped[2]["train_top1"] == pytest.approx(each[2]["train_top1"])
 
 
 def _record(node_ids, **kwargs) -> QuerySubgraph:
