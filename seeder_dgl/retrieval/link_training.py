@@ -444,16 +444,15 @@ def with_answer_types(prior: RelationPrior, graph, templates: Sequence[str], ans
             targets.append(np.bincount(kinds, minlength=len(type_names)) / kinds.size)
     if len(rows) < 20 or len({int(np.argmax(t)) for t in targets}) < 2:
         return prior
-    rows, targets, counts = answer_type_rows(rows, targets)  # one row a wording, weighed by its questions
-    position = {t: i for i, t in enumerate(dict.fromkeys(rows))}  # a wording's rows differ only by type
+    # One row a wording and answer type, weighed by its questions; each wording embedded once.
+    distinct, template, targets, counts = answer_type_rows(rows, targets)
     with _bars(progress) as bars:
-        task = bars.add_task(f"answer types on {len(position):,} templates", total=len(position) + 1)
-        distinct, features = list(position), []
+        task = bars.add_task(f"answer types on {len(distinct):,} templates", total=len(distinct) + 1)
+        features = []
         for lo in range(0, len(distinct), 1024):
             features.append(prior.features(distinct[lo:lo + 1024]))
             bars.advance(task, len(features[-1]))
-        features = np.concatenate(features)[[position[r] for r in rows]]
-        weight, bias, stats = fit_answer_types(features, targets, counts=counts, seed=seed)
+        weight, bias, stats = fit_answer_types(np.concatenate(features)[template], targets, counts=counts, seed=seed)
         bars.advance(task, 1)
     prior.stats["answer_types"] = stats
     return replace(prior, answer_type_names=[str(t) for t in type_names], answer_type_weight=weight,

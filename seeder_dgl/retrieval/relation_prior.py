@@ -632,19 +632,23 @@ def fit_answer_types(features: np.ndarray, targets: np.ndarray, *, counts: np.nd
     return weight.detach().numpy().copy(), bias.detach().numpy().copy(), stats
 
 
-def answer_type_rows(templates: Sequence[str], targets: Sequence[np.ndarray]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(a template per row, the rows' mean targets [U, T], counts [U]): what ``fit_answer_types``
-    reads for questions many of which are worded alike (MetaQA's 31,311 training questions have a
-    few thousand templates). A row holds the questions of one template whose answers' commonest type
-    is the same, so the fit's share of questions it types right is the same as one by one."""
+def answer_type_rows(templates: Sequence[str], targets: Sequence[np.ndarray]
+                     ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """(the distinct templates in order of first use, each row's template among them [U], the rows'
+    mean targets [U, T], counts [U]): what ``fit_answer_types`` reads for questions many of which are
+    worded alike (MetaQA's 31,311 training questions have a few thousand templates). A row holds the
+    questions of one template whose answers' commonest type is the same, so the fit's share of
+    questions it types right is the same as one by one."""
     targets = np.asarray(targets, dtype=np.float64)
-    index: dict[tuple[str, int], int] = {}
-    owner = np.asarray([index.setdefault((t, int(k)), len(index)) for t, k in zip(templates, targets.argmax(1))],
-                       dtype=np.int64)
+    distinct: dict[str, int] = {}
+    index: dict[tuple[int, int], int] = {}
+    owner = np.asarray([index.setdefault((distinct.setdefault(t, len(distinct)), int(k)), len(index))
+                        for t, k in zip(templates, targets.argmax(1))], dtype=np.int64)
     counts = np.bincount(owner, minlength=len(index)).astype(np.float64)
     sums = np.zeros((len(index), targets.shape[1]), dtype=np.float64)
     np.add.at(sums, owner, targets)
-    return [t for t, _ in index], sums / counts[:, None], counts
+    template = np.asarray([t for t, _ in index], dtype=np.int64)
+    return list(distinct), template, sums / counts[:, None], counts
 
 
 TOKEN_DROPOUT = 0.2

@@ -239,7 +239,7 @@ def auto_epochs(num_train: int, lo: int = 4, hi: int = 40) -> int:
 # and about 1.25 times the questions a second; MetaQA (directions follow from node types
 # there) 0.9893 -> 0.9898; the same training speed (benchmarks/results/training-cpu-deep-1t-direction.md).
 # The prior on every edge (``edge_prior``) stays off: on MLPQ's same subgraphs it raised validation
-# Hit@1 0.9264 -> 0.9339 (seed 0) and 0.9264 -> 0.9305 (seed 1) with Hit@5 unchanged, and MetaQA's
+# Hit@1 0.9264 -> 0.9339 (seed 0) and 0.9277 -> 0.9305 (seed 1) with Hit@5 unchanged, and MetaQA's
 # by 0.001, but MetaQA questions reworded unlike any training question lost 0.040 / 0.044 Hit@1 at
 # one hop (two seeds, benchmarks/reworded_metaqa.py): where the prior misreads a wording, the
 # policy now follows it.

@@ -128,11 +128,12 @@ def test_questions_worded_alike_fit_as_one_row_weighed_by_their_count():
     templates = [" ".join(rng.choice(words, 3)) for _ in range(8)]
     asked = [templates[i] for i in rng.integers(0, len(templates), 120)]
     targets = [rng.dirichlet(np.ones(3)) for _ in asked]  # answers of several types
-    rows, mean, counts = answer_type_rows(asked, targets)
+    distinct, template, mean, counts = answer_type_rows(asked, targets)
+    rows = [distinct[i] for i in template]
     # A row: one template and its questions' commonest answer type.
     keys = list(dict.fromkeys((a, int(t.argmax())) for a, t in zip(asked, targets)))
     assert [(r, int(m.argmax())) for r, m in zip(rows, mean)] == keys and counts.sum() == len(asked)
-    assert len(set(rows)) == len(set(asked)) < len(rows) < len(asked)
+    assert distinct == list(dict.fromkeys(asked)) and len(distinct) < len(rows) < len(asked)
     members = [t for a, t in zip(asked, targets) if (a, int(t.argmax())) == keys[0]]
     np.testing.assert_allclose(mean[0], np.mean(members, axis=0))
     assert counts[0] == len(members)
