@@ -145,6 +145,36 @@ def inflected_synonyms(word: str, table: dict[str, dict[str, tuple[str, ...]]]) 
     return list(dict.fromkeys(out))
 
 
+def synonym_options(texts: Sequence[str], embed: Callable[[list[str]], np.ndarray] | None = None,
+                    min_cosine: float = MIN_COSINE) -> dict[str, list[str]]:
+    """word -> the synonyms it may be swapped for, for each word of ``MIN_LETTERS`` or more of
+    ``texts`` (lower case) that is not a function word: those of its synonyms that no text uses
+    (inflected as the word is), and with ``embed`` only those whose embedding and the word's have a
+    cosine of at least ``min_cosine``."""
+    table = synonym_table()
+    seen = {w for t in texts for w in WORD.findall(t)}
+    options = {w: [s for s in inflected_synonyms(w, table) if not any(p in seen for p in s.split(" "))]
+               for w in sorted(seen) if len(w) >= MIN_LETTERS and w not in FUNCTION_WORDS}
+    return _alike(options, embed, min_cosine) if embed is not None else options
+
+
+def swap_synonyms(text: str, options: dict[str, list[str]], share: float, rng: random.Random,
+                  keep: Sequence[tuple[int, int]] = ()) -> str:
+    """``text`` with each word of ``options`` swapped, with probability ``share`` (drawn from
+    ``rng``), for one of its options; words inside a ``keep`` span (start, end), e.g. the topic's
+    name, stay as written."""
+
+    def swap(match: re.Match) -> str:
+        word = match.group(0)
+        if len(word) < MIN_LETTERS or word in FUNCTION_WORDS or rng.random() >= share:
+            return word
+        if any(lo < match.end() and match.start() < hi for lo, hi in keep):
+            return word
+        return rng.choice(options[word]) if options.get(word) else word
+
+    return WORD.sub(swap, text)
+
+
 def synonym_copies(templates: Sequence[str], share: float, seed: int = 0,
                    embed: Callable[[list[str]], np.ndarray] | None = None,
                    min_cosine: float = MIN_COSINE) -> list[tuple[int, str]]:
@@ -156,23 +186,11 @@ def synonym_copies(templates: Sequence[str], share: float, seed: int = 0,
     cosine of at least ``min_cosine``. Deterministic given ``seed``, the list and ``embed``."""
     if share <= 0 or not templates:
         return []
-    table = synonym_table()
-    seen = {w for t in templates for w in WORD.findall(t)}
-    options = {w: [s for s in inflected_synonyms(w, table) if not any(p in seen for p in s.split(" "))]
-               for w in sorted(seen) if len(w) >= MIN_LETTERS and w not in FUNCTION_WORDS}
-    if embed is not None:
-        options = _alike(options, embed, min_cosine)
+    options = synonym_options(templates, embed, min_cosine)
     rng = random.Random(f"synonyms:{seed}")
-
-    def swap(match: re.Match) -> str:
-        word = match.group(0)
-        if len(word) < MIN_LETTERS or word in FUNCTION_WORDS or rng.random() >= share:
-            return word
-        return rng.choice(options[word]) if options[word] else word
-
     copies = []
     for i, template in enumerate(templates):
-        copy = WORD.sub(swap, template)
+        copy = swap_synonyms(template, options, share, rng)
         if copy != template:
             copies.append((i, copy))
     return copies

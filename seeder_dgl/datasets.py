@@ -66,6 +66,14 @@ class RetrievalDefaults:
     topic's name, no punctuation, random case: ``loaders.perturb``) before it grows their subgraphs,
     so the policy learns from both; the entity linker and relation prior are fitted on every
     training question and a typed variant of each while this is above 0."""
+    reworded_questions: float = 0.0
+    """Share of the training questions ``extract`` rewords before it grows their subgraphs (the
+    topic's name kept): content words swapped for WordNet synonyms no training question uses, each
+    with probability ``prior_synonyms`` (``retrieval.extract.reworded_queries``), so the policy,
+    like the relation prior, learns from words the questions' templates never had; 0: off. Drawn
+    apart from ``typed_questions``: a question may be reworded and typed. Off by default: 0.3 left
+    MetaQA's validation Hit@1 and its reworded probe where they were over two seeds (the probe's
+    misses are the prior's and answer-type head's reading, which already see synonyms)."""
     prior_folds: int = 0
     """With the relation prior: the training subgraphs are extracted with the prior cross-fitted over
     this many folds of the training questions' wordings (``retrieval.link_training.FoldPriors``), so

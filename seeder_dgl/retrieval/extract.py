@@ -7,7 +7,10 @@ that is not on disk; a run with other settings refuses to mix with the cache it 
 """
 from __future__ import annotations
 
+import difflib
 import json
+import random
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -18,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from loaders.kg import Query
 from loaders.perturb import PARTIAL_NAMES_MIX, TYPED_MIX, typed_variant
+from loaders.synonyms import WORD as SYNONYM_WORD, swap_synonyms, synonym_options
 from seeder_dgl.datasets import DatasetContext, RetrievalDefaults, get_spec
 from seeder_dgl.embeddings import dataset_encoder
 from seeder_dgl.errors import SeederError
@@ -71,6 +75,55 @@ def typed_queries(graph, queries: list[Query], share: float, seed: int = 0, mix=
     return out
 
 
+REWORD_MIN_QUESTIONS = 5
+"""Where a dataset does not mark its questions' topics, a word is reworded only if at least this
+many training questions use it: the questions' own words recur, most names' words do not."""
+
+
+def reworded_queries(graph, queries: list[Query], share: float, word_share: float, seed: int = 0,
+                     embed=None) -> list[Query]:
+    """``queries`` with a seeded ``share`` of them reworded: each content word swapped, with
+    probability ``word_share``, for a WordNet synonym no training question uses
+    (``loaders.synonyms``; with ``embed``, one the encoder puts near the word), so the policy
+    trains on wordings beyond the questions' templates as the relation prior does. The topic's
+    name stays as written where the dataset marks it; drawn per question id, so the same questions
+    are reworded the same way in every run."""
+    if share <= 0 or word_share <= 0 or not queries:
+        return list(queries)
+    live = getattr(graph, "live", None) or graph
+    names = topic_names(live, queries) if any(q.topic for q in queries) and hasattr(live, "describe") \
+        else [[] for _ in queries]
+    lowered = [q.text.lower() for q in queries]
+    counts: dict[str, int] = {}
+    for text in lowered:
+        for word in set(SYNONYM_WORD.findall(text)):
+            counts[word] = counts.get(word, 0) + 1
+    options = synonym_options(lowered, embed)
+    out = []
+    for q, text, found in zip(queries, lowered, names):
+        rng = random.Random(f"reworded:{seed}:{q.id}")
+        if rng.random() >= share:
+            out.append(q)
+            continue
+        keep = [(m.start(), m.end()) for n in found if n for m in re.finditer(re.escape(n.lower()), text)]
+        usable = options if q.topic else {w: o for w, o in options.items() if counts.get(w, 0) >= REWORD_MIN_QUESTIONS}
+        new = swap_synonyms(text, usable, word_share, rng, keep)
+        out.append(replace(q, text=_recased(q.text, text, new)) if new != text else q)
+    return out
+
+
+def _recased(original: str, lowered: str, new: str) -> str:
+    """``new`` (``lowered`` with words swapped) with the unswapped parts in ``original``'s case: a
+    topic's name keeps its capitals."""
+    if len(original) != len(lowered):  # lower() changed a length (rare letters): the lower-case text
+        return new
+    out = []
+    for op in difflib.SequenceMatcher(None, lowered, new, autojunk=False).get_opcodes():
+        tag, a0, a1, b0, b1 = op
+        out.append(original[a0:a1] if tag == "equal" else new[b0:b1])
+    return "".join(out)
+
+
 def fold_settings(settings: RetrievalSettings, fold_priors: FoldPriors) -> list[RetrievalSettings]:
     """``settings`` once per fold, K-hop (and the linker's relation features) reading that fold's prior."""
     out = []
@@ -91,9 +144,10 @@ def query_folds(graph, queries: list[Query], fold_priors: FoldPriors) -> list[in
 def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarray, folder: Path,
                   settings: RetrievalSettings, shard_size: int = 256, progress: bool = True,
                   overwrite: bool = False, typed: float = 0.0, fold_priors: FoldPriors | None = None,
-                  folds: list[int] | None = None) -> dict:
+                  folds: list[int] | None = None, reworded: float = 0.0) -> dict:
     """Extract and cache every query's subgraph; returns a summary (counts, coverage, seconds).
-    ``typed``: the share of ``queries`` typed as people do (``typed_queries``), recorded with the cache.
+    ``typed``: the share of ``queries`` typed as people do (``typed_queries``), ``reworded``: the share
+    reworded with synonyms (``reworded_queries``), both recorded with the cache.
     ``fold_priors`` and ``folds`` (one per query): each query's K-hop reads the prior of its wording's
     fold instead of ``settings``' (training subgraphs, ``FoldPriors``)."""
     folder = Path(folder)
@@ -106,6 +160,8 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
               "edge_directions": True}  # subgraphs cached before directions were kept lack them
     if typed:
         wanted["typed"] = typed
+    if reworded:
+        wanted["reworded"] = reworded
     per_fold = None
     if fold_priors is not None:
         if folds is None or len(folds) != len(queries):
@@ -115,7 +171,7 @@ def extract_split(graph: GraphBackend, queries: list[Query], query_emb: np.ndarr
     manifest = folder / "manifest.json"
     if manifest.exists() and not overwrite:
         found = json.loads(manifest.read_text())
-        keys = set(wanted) | {"typed", "prior_folds"}  # a cache with them is not one without them
+        keys = set(wanted) | {"typed", "reworded", "prior_folds"}  # a cache with them is not one without them
         if {k: found.get(k) for k in keys} != {k: wanted.get(k) for k in keys}:
             raise SeederError(f"{folder} holds subgraphs extracted with other settings "
                               f"({found.get('settings')}): pass --overwrite to replace them")
@@ -321,12 +377,16 @@ def extract_dataset(dataset: str, *, splits: list[str], source: str | None = Non
                     folds = query_folds(graph, queries, fold_priors)  # by each question as written
                 else:
                     fold_priors = None  # too few wordings to cross-fit: the full prior
+            reworded = defaults.reworded_questions * (defaults.prior_synonyms > 0) if name == "train" else 0.0
+            if reworded:  # before typing: a reworded question may then be typed too
+                queries = reworded_queries(graph, queries, reworded, defaults.prior_synonyms,
+                                           embed=lambda texts: encoder.encode(texts, show_progress=False))
             if typed:
                 queries = typed_queries(graph, queries, typed, mix=LinkerFit.of(defaults).mix)
             embs = encoder.encode([q.text for q in queries], show_progress=False)
             folder = ds.subgraph_dir(name)
             summary = extract_split(graph, queries, embs, folder, settings, overwrite=overwrite, typed=typed,
-                                    fold_priors=fold_priors, folds=folds)
+                                    fold_priors=fold_priors, folds=folds, reworded=reworded)
             console.print(f"{name}: {summary['num_queries']:,} subgraphs of ~{summary['mean_nodes']:.0f} nodes, "
                           f"Hit@any {summary['subgraph_hit_any']:.3f}, {summary['seconds']:.1f} s -> {folder}")
 

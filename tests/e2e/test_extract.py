@@ -75,6 +75,8 @@ def test_a_partial_split_resumes_and_other_settings_are_refused(graph, tmp_path)
     with pytest.raises(SeederError, match="other settings"):
         extract_split(live, queries, q, folder, RetrievalSettings(seeds=2, budgets=(6,)), shard_size=4,
                       progress=False)
+    with pytest.raises(SeederError, match="other settings"):  # reworded questions are other questions
+        extract_split(live, queries, q, folder, settings, shard_size=4, progress=False, reworded=0.3)
     assert all(r.direction.shape == r.src.shape for r in again)
     # A cache written before edge directions were kept (no such manifest key) is not resumed.
     manifest = json.loads((folder / "manifest.json").read_text())
