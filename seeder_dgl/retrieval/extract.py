@@ -12,6 +12,7 @@ import json
 import random
 import re
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -94,11 +95,9 @@ def reworded_queries(graph, queries: list[Query], share: float, word_share: floa
     names = topic_names(live, queries) if any(q.topic for q in queries) and hasattr(live, "describe") \
         else [[] for _ in queries]
     lowered = [q.text.lower() for q in queries]
-    counts: dict[str, int] = {}
-    for text in lowered:
-        for word in set(SYNONYM_WORD.findall(text)):
-            counts[word] = counts.get(word, 0) + 1
     options = synonym_options(lowered, embed)
+    counts = Counter(word for text in lowered for word in set(SYNONYM_WORD.findall(text)))
+    frequent = {w: o for w, o in options.items() if counts[w] >= REWORD_MIN_QUESTIONS}
     out = []
     for q, text, found in zip(queries, lowered, names):
         rng = random.Random(f"reworded:{seed}:{q.id}")
@@ -106,8 +105,7 @@ def reworded_queries(graph, queries: list[Query], share: float, word_share: floa
             out.append(q)
             continue
         keep = [(m.start(), m.end()) for n in found if n for m in re.finditer(re.escape(n.lower()), text)]
-        usable = options if q.topic else {w: o for w, o in options.items() if counts.get(w, 0) >= REWORD_MIN_QUESTIONS}
-        new = swap_synonyms(text, usable, word_share, rng, keep)
+        new = swap_synonyms(text, options if q.topic else frequent, word_share, rng, keep)
         out.append(replace(q, text=_recased(q.text, text, new)) if new != text else q)
     return out
 
@@ -118,8 +116,7 @@ def _recased(original: str, lowered: str, new: str) -> str:
     if len(original) != len(lowered):  # lower() changed a length (rare letters): the lower-case text
         return new
     out = []
-    for op in difflib.SequenceMatcher(None, lowered, new, autojunk=False).get_opcodes():
-        tag, a0, a1, b0, b1 = op
+    for tag, a0, a1, b0, b1 in difflib.SequenceMatcher(None, lowered, new, autojunk=False).get_opcodes():
         out.append(original[a0:a1] if tag == "equal" else new[b0:b1])
     return "".join(out)
 

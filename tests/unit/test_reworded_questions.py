@@ -61,7 +61,7 @@ def test_a_share_of_training_questions_is_reworded_around_the_topic_name():
 def test_without_marked_topics_only_words_many_questions_use_are_reworded():
     queries = _queries(marked=False)
     rare = Query(id=999, text="what films did Blossom Seedling write", answers=[9])  # a name's words, once
-    out = reworded_queries(NamedGraph(), queries + [rare] * 1, 1.0, 1.0, seed=0)
+    out = reworded_queries(NamedGraph(), queries + [rare], 1.0, 1.0, seed=0)
     assert "Blossom Seedling" in out[-1].text and out[-1].text != rare.text  # "films" and "write" swapped
     assert REWORD_MIN_QUESTIONS > 1
 
